@@ -1,0 +1,215 @@
+/**
+ * The Mongo server: stowage on a bench-owned MongoClient, the raw `db.command` replay of the
+ * commands it sends on a twin client, @keyv/mongo and awaitly-mongo. Command monitoring
+ * costs time, so it is on only for the observed twins used to capture and count.
+ */
+import KeyvMongo from '@keyv/mongo';
+import Keyv from 'keyv';
+import { Collection, MongoClient, type CreateIndexesOptions, type IndexSpecification, type MongoClientOptions } from 'mongodb';
+import { importAwaitlyMongo } from '../awaitly-shim.ts';
+import { config } from '../config.ts';
+import { MongoRecorder, type MongoCommand } from '../mongo-observer.ts';
+import { buildOps, unavailableStowage, type StowageSet } from '../ops.ts';
+import { awaitlyPeers, combinePeers, keyvPeers, type AwaitlyStore } from '../peers.ts';
+import { mongoReplayer, stripDriverFields } from '../replay.ts';
+import type { BackendBench, Impl, Observation, OpBench } from '../types.ts';
+import { openMongoLockProvider, openStowageMongo } from './stowage-mongo.ts';
+
+/**
+ * A database of its own per run, dropped at the end: a database a failed run left behind (or
+ * one a server bug wedged, see FERRETDB_UPDATE_LIMIT) never stands in the next run's way.
+ */
+export const BENCH_DATABASE = `stowage_bench_${process.pid}`;
+
+/**
+ * FerretDB v1.24 (SQLite) never answers an `update` command of 100 or more upserts that match
+ * existing documents, nor two concurrent multi-statement updates (50 each, different
+ * documents), and that database then stays locked until FerretDB restarts. There the bench
+ * runs setMany with 99 entries, one call at a time, and says so.
+ */
+const FERRETDB_UPDATE_LIMIT = 99;
+
+function shorten(value: unknown): unknown {
+  if (typeof value === 'string') return value.length > 40 ? `${value.slice(0, 37)}...` : value;
+  if (Array.isArray(value)) return value.length > 3 ? [...value.slice(0, 3).map(shorten), `…${value.length - 3} more`] : value.map(shorten);
+  if (value instanceof Date) return `Date(${value.toISOString()})`;
+  if (value !== null && typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    const entries = Object.entries(value);
+    const shown = entries.slice(0, 8).map(([k, v]) => [k, shorten(v)]);
+    if (entries.length > 8) shown.push(['…', `${entries.length - 8} more fields`]);
+    return Object.fromEntries(shown);
+  }
+  return value;
+}
+
+function describe(command: MongoCommand): string {
+  return `${command.name} ${JSON.stringify(shorten(stripDriverFields(command.command)))}`;
+}
+
+async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * @keyv/mongo creates a TTL index when it connects and treats a refusal as fatal (its connect
+ * promise never settles). Servers without TTL indexes (FerretDB v1) refuse it. While keyv
+ * connects, that one refusal is ignored and noted; the commands keyv sends for get/set are
+ * unchanged.
+ */
+function tolerateRefusedTtlIndexes(refused: string[]): () => void {
+  const proto = Collection.prototype as unknown as {
+    createIndex(this: Collection, spec: IndexSpecification, options?: CreateIndexesOptions): Promise<string>;
+  };
+  const original = proto.createIndex;
+  proto.createIndex = async function createIndex(spec, options) {
+    try {
+      return await original.call(this, spec, options);
+    } catch (error) {
+      if (options?.expireAfterSeconds === undefined) throw error;
+      refused.push((error as Error).message);
+      return 'refused-ttl-index';
+    }
+  };
+  return () => {
+    proto.createIndex = original;
+  };
+}
+
+export async function mongoBackend(url: string, label: string): Promise<BackendBench> {
+  // a server that stops answering fails the run after 60 s instead of hanging it
+  const options: MongoClientOptions = { maxPoolSize: config.poolSize, socketTimeoutMS: 60_000 };
+  const connect = async (monitor: boolean) => new MongoClient(url, { ...options, monitorCommands: monitor }).connect();
+  const recorder = new MongoRecorder();
+  const clients: MongoClient[] = [];
+  const client = async (monitor: boolean) => {
+    const c = await connect(monitor);
+    clients.push(c);
+    if (monitor) recorder.attach(c);
+    return c;
+  };
+
+  const admin = await client(false);
+  const buildInfo = await admin.db('admin').command({ buildInfo: 1 });
+  const ferretdb = 'ferretdbVersion' in buildInfo;
+  const [stowageClient, observedClient, rawClient, awaitlyClient] = await Promise.all([client(false), client(true), client(false), client(false)]);
+
+  let stowageError: string | null = null;
+  let measured: Awaited<ReturnType<typeof openStowageMongo>> | null = null;
+  let observed: Awaited<ReturnType<typeof openStowageMongo>> | null = null;
+  try {
+    measured = await openStowageMongo(stowageClient, BENCH_DATABASE);
+    observed = await openStowageMongo(observedClient, BENCH_DATABASE);
+  } catch (error) {
+    stowageError = (error as Error).message;
+  }
+
+  // @keyv/mongo makes its own client from the URL; the options it does not know go to it
+  type KeyvMongoOptions = ConstructorParameters<typeof KeyvMongo>[0];
+  const keyvOptions = { url, db: BENCH_DATABASE, collection: 'keyv', ...options };
+  const notes: string[] = [];
+  const refused: string[] = [];
+  const restore = tolerateRefusedTtlIndexes(refused);
+  let keyvClients;
+  let keyvStore: KeyvMongo;
+  let keyvObservedStore: KeyvMongo;
+  try {
+    keyvStore = new KeyvMongo(keyvOptions as KeyvMongoOptions);
+    keyvObservedStore = new KeyvMongo({ ...keyvOptions, monitorCommands: true } as KeyvMongoOptions);
+    for (const store of [keyvStore, keyvObservedStore]) store.on('error', () => undefined);
+    keyvClients = await withTimeout(Promise.all([keyvStore.connect, keyvObservedStore.connect]), 15_000, '@keyv/mongo connect');
+  } finally {
+    restore();
+  }
+  if (refused.length > 0) {
+    notes.push(`@keyv/mongo: the server refused its TTL index (${refused[0]}); ignored so that keyv could connect, its get/set commands are unchanged`);
+  }
+  recorder.attach(keyvClients[1].mongoClient);
+  const keyv = new Keyv({ store: keyvStore, namespace: 'bench' });
+  const keyvObserved = new Keyv({ store: keyvObservedStore, namespace: 'bench' });
+  for (const k of [keyv, keyvObserved]) k.on('error', () => undefined);
+
+  // awaitly-mongo bundles mongodb 7.5 for the client it makes itself; given ours it only calls
+  // connect() and db() on it, so it runs on the same driver as everything else here
+  const { mongo } = await importAwaitlyMongo();
+  type AwaitlyClient = NonNullable<Parameters<typeof mongo>[0] extends infer O ? (O extends { client?: infer C } ? C : never) : never>;
+  // its own collections: awaitly-mongo stores snapshots as BSON documents, stowage as JSON text
+  const awaitlyOptions = { url, database: BENCH_DATABASE, collection: 'peer_awaitly_snapshots', lock: { lockCollectionName: 'peer_awaitly_locks' } };
+  const awaitlyStore = mongo({ ...awaitlyOptions, client: awaitlyClient as unknown as AwaitlyClient }) as unknown as AwaitlyStore;
+  const awaitlyObserved = mongo({ ...awaitlyOptions, client: observedClient as unknown as AwaitlyClient }) as unknown as AwaitlyStore;
+
+  const unavailable = unavailableStowage(stowageError ?? 'stowage not loaded');
+  if (ferretdb) {
+    notes.push(
+      `FerretDB: kv.setMany runs with ${FERRETDB_UPDATE_LIMIT} entries, one call in flight: FerretDB v1 never answers an update of >= 100 upserts over existing documents, nor concurrent multi-statement updates (the database then stays locked until FerretDB restarts)`,
+    );
+  }
+  const ops = buildOps(
+    measured?.set ?? unavailable,
+    observed?.set ?? unavailable,
+    // keyv looks documents up by a `key` field: on servers that scan for that (FerretDB) its
+    // batch and delete calls take minutes, so only the targeted get/set run here
+    combinePeers(keyvPeers('@keyv/mongo', keyv, keyvObserved, true), awaitlyPeers('awaitly-mongo', awaitlyStore, awaitlyObserved)),
+    ferretdb ? { setManyBatch: FERRETDB_UPDATE_LIMIT, setManyConcurrency: 1, setManyNote: 'FerretDB limits, see notes' } : {},
+  );
+
+  return {
+    id: 'mongo',
+    title: ferretdb ? 'Mongo server (FerretDB)' : 'Mongo server',
+    label,
+    driver: 'mongodb 7.9.0',
+    ops,
+    stowage: measured?.set ?? null,
+    stowageError,
+    notes,
+    async newLockProvider(wakeups) {
+      if (measured === null) return { unavailable: stowageError ?? 'stowage not loaded' };
+      const own = await client(false);
+      const provider = await openMongoLockProvider(own, BENCH_DATABASE);
+      if (wakeups && !provider.capabilities.wakeups) {
+        await provider.close();
+        return { unavailable: 'this server gives no wake-ups (capabilities.wakeups = false: no change streams)' };
+      }
+      if (!wakeups && provider.capabilities.wakeups) {
+        await provider.close();
+        return { unavailable: 'MongoLockProvider has no option to turn change-stream wake-ups off' };
+      }
+      return { provider, close: () => provider.close() };
+    },
+    async resetData() {
+      const db = admin.db(BENCH_DATABASE);
+      for (const { name } of await db.listCollections({}, { nameOnly: true }).toArray()) {
+        if (!name.startsWith('system.')) await db.collection(name).deleteMany({});
+      }
+    },
+    async observe(fn): Promise<Observation> {
+      const { commands } = await recorder.record(fn);
+      return { count: commands.length, descriptions: commands.map(describe), capture: commands };
+    },
+    rawFor(op: OpBench, observation: Observation): Impl {
+      const replayer = mongoReplayer(rawClient, observation.capture as MongoCommand[]);
+      return { name: 'raw mongodb', kind: 'raw', keyParams: replayer.markers, run: (i) => replayer.run((j) => op.keys.key(i, j)) };
+    },
+    async close() {
+      await measured?.close().catch(() => undefined);
+      await observed?.close().catch(() => undefined);
+      await admin
+        .db(BENCH_DATABASE)
+        .dropDatabase()
+        .catch(() => undefined);
+      await Promise.all(clients.map((c) => c.close()));
+      await Promise.all([keyvStore.disconnect(), keyvObservedStore.disconnect()]).catch(() => undefined);
+    },
+  };
+}
+
+export type { StowageSet };

@@ -1,0 +1,61 @@
+/**
+ * Timing primitives. Latency: one call at a time, each timed. Throughput: a fixed number of
+ * calls with `concurrency` in flight, timed as a whole. Implementations of one operation
+ * alternate within each round and the best round counts, so that a noisy moment on a
+ * 2-core machine hurts every implementation alike instead of one of them.
+ */
+export interface Runnable {
+  run(i: number): Promise<unknown>;
+}
+
+/** Times `iterations` calls one by one; stops early past `budgetMs` once it has `minSamples`. */
+export async function timeSequential(impl: Runnable, iterations: number, budgetMs = Infinity, minSamples = 20): Promise<number[]> {
+  const samples: number[] = [];
+  const begin = performance.now();
+  for (let i = 0; i < iterations; i++) {
+    const start = performance.now();
+    await impl.run(i);
+    const end = performance.now();
+    samples.push(end - start);
+    if (end - begin > budgetMs && samples.length >= minSamples) break;
+  }
+  return samples;
+}
+
+export interface ThroughputSample {
+  ops: number;
+  elapsedMs: number;
+  opsPerSec: number;
+  /**
+   * CPU time this process spent per call (user + system, µs). The database's work is the same
+   * for stowage and the raw replay, so the difference is what stowage adds on the client, and
+   * unlike throughput it barely moves when other programs load the machine.
+   */
+  cpuMicrosPerOp: number;
+}
+
+export async function timeConcurrent(impl: Runnable, count: number, concurrency: number): Promise<ThroughputSample> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (;;) {
+      const i = next++;
+      if (i >= count) return;
+      await impl.run(i);
+    }
+  };
+  const cpu = process.cpuUsage();
+  const start = performance.now();
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+  const elapsedMs = performance.now() - start;
+  const used = process.cpuUsage(cpu);
+  return { ops: count, elapsedMs, opsPerSec: (count / elapsedMs) * 1000, cpuMicrosPerOp: (used.user + used.system) / count };
+}
+
+/** Calls `run` sequentially without timing (JIT, connections, prepared statements), within `budgetMs` after 5 calls. */
+export async function warmUp(impl: Runnable, iterations: number, budgetMs = Infinity): Promise<void> {
+  const begin = performance.now();
+  for (let i = 0; i < iterations; i++) {
+    await impl.run(i);
+    if (i >= 5 && performance.now() - begin > budgetMs) return;
+  }
+}

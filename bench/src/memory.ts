@@ -1,0 +1,95 @@
+/**
+ * Heap growth over many operations: a mix of key-value, cache, snapshot and lock calls, 32 in
+ * flight, on a fixed set of keys (so the database does not grow either). heapUsed is sampled
+ * after forced garbage collection (node --expose-gc); a least-squares line through the
+ * samples gives the trend. A leak of even one small object per call shows as tens of bytes
+ * per operation; no trend is a slope near zero.
+ */
+import { config } from './config.ts';
+import { timeConcurrent } from './measure.ts';
+import type { StowageSet } from './ops.ts';
+import { linearFit } from './stats.ts';
+import { CACHE_VALUE, KV_VALUE, SNAPSHOT } from './workload.ts';
+
+/** Fitted growth over the whole run must stay under this. */
+export const MEMORY_GROWTH_LIMIT_BYTES = 1024 * 1024;
+
+export interface MemoryResult {
+  backend: string;
+  ops: number;
+  samples: { ops: number; heapUsed: number }[];
+  slopeBytesPerOp: number | null;
+  fittedGrowthBytes: number | null;
+  opsPerSec: number | null;
+  pass: boolean | null;
+  /** Why fewer than the configured operations ran. */
+  note?: string;
+  error?: string;
+}
+
+function collect(): number {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('run node with --expose-gc (pnpm bench does)');
+  gc();
+  gc();
+  return process.memoryUsage().heapUsed;
+}
+
+export async function runMemory(backend: string, set: StowageSet): Promise<MemoryResult> {
+  const result: MemoryResult = { backend, ops: config.memoryOps, samples: [], slopeBytesPerOp: null, fittedGrowthBytes: null, opsPerSec: null, pass: null };
+  const keys = 500;
+  const mix = async (i: number): Promise<void> => {
+    const key = `mem:${i % keys}`;
+    switch (i % 6) {
+      case 0:
+        await set.kv.set(key, KV_VALUE);
+        return;
+      case 1:
+        await set.kv.get(key);
+        return;
+      case 2:
+        await set.cache.set(key, CACHE_VALUE);
+        return;
+      case 3:
+        await set.cache.get(key);
+        return;
+      case 4:
+        await set.snapshots.save(`mem:${i % 50}`, SNAPSHOT);
+        return;
+      default: {
+        const handle = await set.locks.acquire(key, 30_000);
+        await handle?.release();
+      }
+    }
+  };
+  try {
+    // warm-up: connections, JIT, statement caches reach their steady size; it also tells how
+    // many operations fit in the time budget on this server
+    const warm = await timeConcurrent({ run: mix }, Math.min(5_000, config.memoryOps / 5), config.concurrency);
+    const affordable = Math.floor((warm.opsPerSec * config.memoryMaxMs) / 1000);
+    const total = Math.min(config.memoryOps, Math.max(affordable, 1_000));
+    if (total < config.memoryOps) result.note = `capped at ${total} ops: ${Math.round(warm.opsPerSec)} ops/s here, BENCH_MEMORY_MAX_MS ${config.memoryMaxMs}`;
+    const chunks = config.memorySamples - 1;
+    const perChunk = Math.ceil(total / chunks);
+    let done = 0;
+    let elapsed = 0;
+    result.samples.push({ ops: 0, heapUsed: collect() });
+    for (let c = 0; c < chunks; c++) {
+      const offset = done;
+      const sample = await timeConcurrent({ run: (i) => mix(offset + i) }, perChunk, config.concurrency);
+      done += perChunk;
+      elapsed += sample.elapsedMs;
+      result.samples.push({ ops: done, heapUsed: collect() });
+    }
+    const fit = linearFit(result.samples.map((s) => s.ops), result.samples.map((s) => s.heapUsed));
+    result.ops = done;
+    result.slopeBytesPerOp = fit.slope;
+    result.fittedGrowthBytes = fit.slope * done;
+    result.opsPerSec = (done / elapsed) * 1000;
+    result.pass = result.fittedGrowthBytes < MEMORY_GROWTH_LIMIT_BYTES;
+  } catch (error) {
+    result.error = (error as Error).message;
+    result.pass = false;
+  }
+  return result;
+}

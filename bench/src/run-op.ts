@@ -1,0 +1,223 @@
+/**
+ * Measures one operation on one backend: stowage, the raw replay of stowage's own
+ * statements, and the peers, interleaved round by round.
+ */
+import { config } from './config.ts';
+import { timeConcurrent, timeSequential, warmUp } from './measure.ts';
+import { percentile } from './stats.ts';
+import type { BackendBench, Impl, ImplResult, OpBench, OpResult, PeerImpl, TargetCheck } from './types.ts';
+
+export const RAW_RATIO_TARGET = 0.9;
+const ROUND_TRIP_SAMPLE = 4;
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
+
+interface Slot {
+  impl: Impl;
+  result: ImplResult;
+  latencies: number[];
+}
+
+/** Moves the key space on and lets `impl` create what the next `count` calls need. */
+async function preparePhase(op: OpBench, impl: Impl, count: number): Promise<void> {
+  op.keys.nextPhase();
+  const owner = impl.kind === 'raw' ? op.stowage : impl;
+  await owner.prepare?.(count);
+}
+
+async function countRoundTrips(backend: BackendBench, op: OpBench, impl: Impl, call: (i: number) => Promise<unknown>): Promise<{ perCall: number; detail: string[] }> {
+  await preparePhase(op, impl, ROUND_TRIP_SAMPLE);
+  const observation = await backend.observe(async () => {
+    for (let i = 0; i < ROUND_TRIP_SAMPLE; i++) await call(i);
+  });
+  const perCall = observation.count / ROUND_TRIP_SAMPLE;
+  // one call's statements are enough to show what happened
+  const detail = observation.descriptions.slice(0, Math.ceil(observation.descriptions.length / ROUND_TRIP_SAMPLE));
+  return { perCall, detail };
+}
+
+function emptyResult(impl: Impl): ImplResult {
+  return {
+    name: impl.name,
+    kind: impl.kind,
+    latency: null,
+    opsPerSec: null,
+    roundsOpsPerSec: [],
+    cpuMicrosPerOp: null,
+    roundsCpuMicrosPerOp: [],
+    roundTrips: null,
+    roundTripDetail: [],
+  };
+}
+
+export async function runOp(backend: BackendBench, op: OpBench, log: (line: string) => void): Promise<OpResult> {
+  const result: OpResult = {
+    backend: backend.id,
+    op: op.name,
+    note: op.note,
+    concurrency: op.concurrency ?? config.concurrency,
+    expectedRoundTrips: op.expectedRoundTrips,
+    impls: [],
+    rawRatio: null,
+    peerRatios: [],
+    statements: [],
+    replayKeyParams: null,
+    checks: [],
+  };
+  const began = performance.now();
+  const trace = (what: string) => {
+    if (config.verbose) log(`  ${op.name} +${((performance.now() - began) / 1000).toFixed(1)}s ${what}`);
+  };
+  const deadline = performance.now() + config.opBudgetMs;
+  const overBudget = (round: number) => round > 0 && performance.now() > deadline;
+
+  // stowage first: warm both instances, capture its statements, count its round trips
+  const stowage: Slot = { impl: op.stowage, result: emptyResult(op.stowage), latencies: [] };
+  const slots: Slot[] = [stowage];
+  try {
+    trace('seeding');
+    await op.stowage.seed?.();
+    trace('warming up stowage');
+    await preparePhase(op, op.stowage, config.warmupIterations);
+    await warmUp(op.stowage, config.warmupIterations, config.throughputMs);
+    await preparePhase(op, op.stowage, config.warmupIterations);
+    await warmUp({ run: op.observed }, Math.min(20, config.warmupIterations), config.throughputMs);
+    trace('capturing');
+    const capture = await backend.observe(() => op.observed(-1));
+    result.statements = capture.descriptions;
+    const rt = await countRoundTrips(backend, op, op.stowage, op.observed);
+    stowage.result.roundTrips = rt.perCall;
+    stowage.result.roundTripDetail = rt.detail;
+    const raw = backend.rawFor(op, capture);
+    result.replayKeyParams = raw.keyParams ?? null;
+    const rawSlot: Slot = { impl: raw, result: emptyResult(raw), latencies: [] };
+    rawSlot.result.roundTrips = capture.count;
+    slots.push(rawSlot);
+  } catch (error) {
+    stowage.result.error = errorText(error);
+    log(`  ${op.name}: stowage failed: ${stowage.result.error}`);
+  }
+
+  for (const peer of op.peers) {
+    const slot: Slot = { impl: peer, result: emptyResult(peer), latencies: [] };
+    trace(`seeding and warming up ${peer.name}`);
+    try {
+      await peer.seed?.();
+      await preparePhase(op, peer, config.warmupIterations);
+      await warmUp(peer, config.warmupIterations, config.throughputMs);
+      await preparePhase(op, peer, config.warmupIterations);
+      await warmUp({ run: peer.observed }, Math.min(10, config.warmupIterations), config.throughputMs);
+      const rt = await countRoundTrips(backend, op, peer, peer.observed);
+      slot.result.roundTrips = rt.perCall;
+      slot.result.roundTripDetail = rt.detail;
+      slots.push(slot);
+    } catch (error) {
+      slot.result.error = errorText(error);
+      result.impls.push(slot.result);
+      log(`  ${op.name}: ${peer.name} failed: ${slot.result.error}`);
+    }
+  }
+  if (slots.length > 1) {
+    const raw = slots[1]!;
+    if (raw.impl.kind === 'raw') {
+      await preparePhase(op, raw.impl, config.warmupIterations);
+      await warmUp(raw.impl, config.warmupIterations, config.throughputMs).catch((error) => void (raw.result.error = errorText(error)));
+    }
+  }
+  const live = () => slots.filter((s) => s.result.error === undefined);
+
+  // latency: every implementation, alternating, `rounds` times
+  for (let round = 0; round < config.rounds && !overBudget(round); round++) {
+    for (const slot of rotate(live(), round)) {
+      trace(`latency ${slot.impl.name} round ${round}`);
+      try {
+        await preparePhase(op, slot.impl, config.latencyIterations);
+        slot.latencies.push(...(await timeSequential(slot.impl, config.latencyIterations, config.throughputMs * 2, 5)));
+      } catch (error) {
+        slot.result.error = errorText(error);
+      }
+    }
+  }
+  for (const slot of slots) {
+    if (slot.latencies.length === 0) continue;
+    const mean = slot.latencies.reduce((a, b) => a + b, 0) / slot.latencies.length;
+    slot.result.latency = { p50: percentile(slot.latencies, 50), p99: percentile(slot.latencies, 99), mean, samples: slot.latencies.length };
+  }
+
+  // throughput: each implementation gets about `throughputMs` of calls, sized from its own
+  // sequential latency (32 in flight are assumed about 3x faster than one at a time)
+  const countFor = (slot: Slot) =>
+    Math.max(result.concurrency, Math.min(50_000, Math.round((config.throughputMs / (slot.result.latency?.mean ?? 1)) * Math.min(3, result.concurrency))));
+  for (let round = 0; round < config.rounds && !overBudget(round); round++) {
+    for (const slot of rotate(live(), round)) {
+      const count = countFor(slot);
+      trace(`throughput ${slot.impl.name} round ${round}: ${count} calls`);
+      try {
+        await preparePhase(op, slot.impl, count);
+        const sample = await timeConcurrent(slot.impl, count, result.concurrency);
+        slot.result.roundsOpsPerSec.push(sample.opsPerSec);
+        slot.result.roundsCpuMicrosPerOp.push(sample.cpuMicrosPerOp);
+      } catch (error) {
+        slot.result.error = errorText(error);
+      }
+    }
+  }
+  for (const slot of slots) {
+    if (slot.result.roundsOpsPerSec.length > 0) {
+      slot.result.opsPerSec = Math.max(...slot.result.roundsOpsPerSec);
+      slot.result.cpuMicrosPerOp = percentile(slot.result.roundsCpuMicrosPerOp, 50);
+    }
+    if (!result.impls.includes(slot.result)) result.impls.push(slot.result);
+  }
+
+  result.checks = checksFor(result, op);
+  return result;
+}
+
+function rotate<T>(items: T[], by: number): T[] {
+  if (items.length === 0) return items;
+  const k = by % items.length;
+  return [...items.slice(k), ...items.slice(0, k)];
+}
+
+function checksFor(result: OpResult, op: OpBench): TargetCheck[] {
+  const checks: TargetCheck[] = [];
+  const stowage = result.impls.find((i) => i.kind === 'stowage');
+  const raw = result.impls.find((i) => i.kind === 'raw');
+  if (stowage?.error !== undefined) {
+    checks.push({ what: 'stowage runs', target: 'no error', actual: stowage.error, pass: false });
+    return checks;
+  }
+  if (stowage?.roundTrips !== null && stowage?.roundTrips !== undefined) {
+    checks.push({
+      what: 'round trips',
+      target: `${op.expectedRoundTrips}`,
+      actual: `${stowage.roundTrips}`,
+      pass: stowage.roundTrips === op.expectedRoundTrips,
+    });
+  }
+  if (stowage?.opsPerSec && raw?.opsPerSec) {
+    result.rawRatio = stowage.opsPerSec / raw.opsPerSec;
+    checks.push({
+      what: 'stowage/raw throughput',
+      target: `>= ${RAW_RATIO_TARGET.toFixed(2)}`,
+      actual: result.rawRatio.toFixed(2),
+      pass: result.rawRatio >= RAW_RATIO_TARGET,
+    });
+  } else if (raw?.error !== undefined) {
+    checks.push({ what: 'raw replay runs', target: 'no error', actual: raw.error, pass: false });
+  }
+  for (const peer of op.peers) {
+    const measured = result.impls.find((i) => i.name === peer.name);
+    const ratio = stowage?.opsPerSec && measured?.opsPerSec ? stowage.opsPerSec / measured.opsPerSec : null;
+    result.peerRatios.push({ peer: peer.name, ratio, target: peer.target });
+    if (peer.target !== null && ratio !== null) {
+      checks.push({ what: `stowage/${peer.name} throughput`, target: `>= ${peer.target.toFixed(2)}`, actual: ratio.toFixed(2), pass: ratio >= peer.target });
+    }
+  }
+  return checks;
+}
+
+export type { PeerImpl };

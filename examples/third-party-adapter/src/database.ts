@@ -1,0 +1,64 @@
+import { DatabaseSync } from 'node:sqlite';
+import { StowageError } from '@stowage/core';
+
+/** Where a store keeps its data: a file path, or a `DatabaseSync` you opened (never closed by the store). */
+export type SqliteStoreOptions = string | { path: string } | { database: DatabaseSync };
+
+export interface SqliteConnection {
+  db: DatabaseSync;
+  /** True when the store opened the database itself, and so closes it. */
+  owned: boolean;
+}
+
+export function connect(options: SqliteStoreOptions): SqliteConnection {
+  if (typeof options === 'string') return { db: openDatabase(options), owned: true };
+  if (options !== null && typeof options === 'object') {
+    if ('database' in options && options.database instanceof DatabaseSync) {
+      options.database.exec(SCHEMA);
+      return { db: options.database, owned: false };
+    }
+    if ('path' in options && typeof options.path === 'string') return { db: openDatabase(options.path), owned: true };
+  }
+  throw new StowageError('E_INVALID_OPTION', 'give a database file path, { path } or { database: DatabaseSync }');
+}
+
+/**
+ * One SQLite file shared by every store of this adapter (and by every process that opens the
+ * same path). WAL mode lets readers and one writer work at once; `busy_timeout` makes a
+ * writer wait for another process's write instead of failing at once.
+ */
+export function openDatabase(path: string): DatabaseSync {
+  const db = new DatabaseSync(path);
+  db.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;');
+  db.exec(SCHEMA);
+  return db;
+}
+
+/**
+ * Time comes from the database, never from JavaScript's `Date`: every statement computes
+ * "now" in SQL, in epoch milliseconds, so a mocked or skewed `Date` in the caller changes
+ * nothing about expiry.
+ */
+export const NOW_MS = `CAST(unixepoch('subsec') * 1000 AS INTEGER)`;
+
+export const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS kv (
+    key        TEXT PRIMARY KEY,
+    value      TEXT NOT NULL,
+    version    INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    expires_at INTEGER
+  ) WITHOUT ROWID;
+  CREATE INDEX IF NOT EXISTS kv_expires_at ON kv (expires_at) WHERE expires_at IS NOT NULL;
+
+  -- A lock row is never deleted: it keeps the key's highest fence after release.
+  CREATE TABLE IF NOT EXISTS locks (
+    key        TEXT PRIMARY KEY,
+    owner      TEXT,
+    fence      INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+  ) WITHOUT ROWID;
+`;
+
+/** A live row: no expiry, or an expiry still in the future (on the database's clock). */
+export const LIVE = `(expires_at IS NULL OR expires_at > ${NOW_MS})`;

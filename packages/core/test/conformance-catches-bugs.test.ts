@@ -1,0 +1,105 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { BROKEN_VARIANTS, type BrokenVariantName } from './broken/broken-adapters.js';
+import { EXPECTED_FAILURES } from './broken/expectations.js';
+import { listConformanceCases } from '../src/conformance/index.js';
+import type { ConformanceReport } from '../src/conformance/types.js';
+
+interface JsonAssertion {
+  ancestorTitles: string[];
+  title: string;
+  status: 'passed' | 'failed' | 'skipped' | 'pending' | 'todo';
+}
+interface JsonReport {
+  numTotalTests: number;
+  testResults: { assertionResults: JsonAssertion[] }[];
+}
+
+const vitestBin = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs');
+let results: JsonAssertion[] = [];
+let gating: { reports: ConformanceReport[]; summaries: string[] };
+
+/**
+ * The conformance suite proves itself: it runs (in a child vitest, with the JSON reporter)
+ * against deliberately broken variants of the memory adapter, and each bug must be caught.
+ */
+beforeAll(async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'stowage-broken-'));
+  const outputFile = join(dir, 'report.json');
+  const gatingFile = join(dir, 'gating.json');
+  try {
+    await promisify(execFile)(
+      process.execPath,
+      [vitestBin, 'run', '--config', join(import.meta.dirname, 'broken', 'vitest.config.ts'), '--reporter=json', `--outputFile=${outputFile}`],
+      { cwd: import.meta.dirname, env: { ...process.env, STOWAGE_BROKEN_VARIANT: '', STOWAGE_GATING_REPORT: gatingFile }, maxBuffer: 64 * 1024 * 1024 },
+    ).catch((error: { code?: number }) => {
+      // vitest exits 1 because tests fail: that is the point. Anything else is a real error.
+      if (error.code !== 1) throw error;
+    });
+    const report = JSON.parse(await readFile(outputFile, 'utf8')) as JsonReport;
+    results = report.testResults.flatMap((file) => file.assertionResults);
+    gating = JSON.parse(await readFile(gatingFile, 'utf8')) as typeof gating;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}, 240_000);
+
+function resultsFor(variant: BrokenVariantName): JsonAssertion[] {
+  return results.filter((result) => result.ancestorTitles[0]?.endsWith(`conformance: broken:${variant}`));
+}
+
+describe('the conformance suite catches every broken variant of the memory adapter', () => {
+  it('ran every variant', () => {
+    for (const variant of Object.keys(BROKEN_VARIANTS) as BrokenVariantName[]) {
+      expect(resultsFor(variant).length, variant).toBeGreaterThan(0);
+    }
+  });
+
+  for (const variant of Object.keys(EXPECTED_FAILURES) as BrokenVariantName[]) {
+    it(`${variant}: the expected cases fail`, () => {
+      const ran = resultsFor(variant);
+      const failed = ran.filter((result) => result.status === 'failed');
+      expect(failed.length, `${variant} should fail some cases`).toBeGreaterThan(0);
+      for (const expected of EXPECTED_FAILURES[variant].cases) {
+        const [contract, title] = expected.includes(' › ') ? expected.split(' › ') : [undefined, expected];
+        const match = ran.filter((result) => result.title === title && (!contract || result.ancestorTitles.includes(contract!)));
+        expect(match.length, `case "${expected}" ran on ${variant}`).toBeGreaterThan(0);
+        expect(match.map((result) => result.status), `case "${expected}" on ${variant}`).toEqual(match.map(() => 'failed'));
+      }
+      // A broken variant is not an excuse to skip: nothing may be skipped on it either.
+      expect(ran.filter((result) => result.status === 'skipped')).toEqual([]);
+    });
+  }
+});
+
+describe('capability gating and missing factories', () => {
+  const gatedResults = (contract: string) =>
+    results.filter((result) => result.ancestorTitles[0] === `${contract} conformance: gated-memory`);
+
+  it('a case needing a capability the instance lacks is skipped, recorded once and summarised', () => {
+    const [kvReport] = gating.reports;
+    const skewCase = 'skewed client clock: expiry follows the store clock, not Date';
+    expect(kvReport!.skipped).toEqual([
+      { adapter: 'gated-memory', contract: 'KeyValueStore', case: skewCase, reason: 'needs serverClock' },
+    ]);
+    expect(gating.summaries[0]).toBe(
+      `stowage conformance: 1 case skipped on gated-memory:\n  KeyValueStore › ${skewCase} — needs serverClock`,
+    );
+    const kv = gatedResults('KeyValueStore');
+    expect(kv.filter((result) => result.status === 'skipped').map((result) => result.title)).toEqual([skewCase]);
+    expect(kv.filter((result) => result.status === 'passed')).toHaveLength(listConformanceCases().KeyValueStore!.length - 1);
+  });
+
+  it('a missing factory skips every case of that contract, with the reason', () => {
+    const names = listConformanceCases().CircuitBreakerStore!;
+    const [, breakerReport] = gating.reports;
+    expect(breakerReport!.skipped.map((skipped) => skipped.case).sort()).toEqual([...names].sort());
+    for (const skipped of breakerReport!.skipped) expect(skipped.reason).toBe('the adapter has no circuitBreaker() factory');
+    expect(gatedResults('CircuitBreakerStore').map((result) => result.status)).toEqual(names.map(() => 'skipped'));
+  });
+});

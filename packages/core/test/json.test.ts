@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { assertCodec, assertJsonValue, encodeValue, jsonCodec, richCodec } from '../src/json.js';
+import { JSON_VALUES, NON_JSON_VALUES, richValue } from '../src/conformance/helpers.js';
+
+const code = (fn: () => unknown) => {
+  try {
+    fn();
+    return 'ok';
+  } catch (error) {
+    return (error as { code?: string }).code;
+  }
+};
+
+describe('jsonCodec', () => {
+  it('round-trips every JSON value of the conformance catalogue', () => {
+    for (const [label, value] of JSON_VALUES) expect(jsonCodec.decode(jsonCodec.encode(value)), label).toStrictEqual(value);
+  });
+
+  it('rejects values that would not come back identical with E_INVALID_VALUE', () => {
+    for (const [label, value] of NON_JSON_VALUES) expect(code(() => jsonCodec.encode(value)), label).toBe('E_INVALID_VALUE');
+  });
+
+  it('stores -0 as 0 (JSON has no negative zero)', () => {
+    expect(Object.is(jsonCodec.decode(jsonCodec.encode(-0)), 0)).toBe(true);
+  });
+
+  it('accepts shared (non-cyclic) references', () => {
+    const shared = { a: 1 };
+    expect(code(() => assertJsonValue({ x: shared, y: shared }))).toBe('ok');
+  });
+
+  it('accepts null-prototype objects', () => {
+    const bare = Object.assign(Object.create(null), { a: 1 });
+    expect(code(() => assertJsonValue(bare))).toBe('ok');
+  });
+});
+
+describe('richCodec', () => {
+  it('round-trips Date, BigInt, Uint8Array, Map, Set and undefined inside objects', () => {
+    const value = { ...richValue(), map: new Map([['k', 1]]), set: new Set([1, 2]), missing: undefined };
+    expect(richCodec.decode(richCodec.encode(value))).toStrictEqual(value);
+  });
+});
+
+describe('codec helpers', () => {
+  it('encodeValue turns codec failures and non-string output into E_INVALID_VALUE', () => {
+    expect(encodeValue(jsonCodec, { a: 1 })).toBe('{"a":1}');
+    expect(code(() => encodeValue(richCodec, undefined))).toBe('E_INVALID_VALUE');
+    const throwing = { encode: () => { throw new TypeError('nope'); }, decode: (text: string) => text };
+    expect(code(() => encodeValue(throwing, 1))).toBe('E_INVALID_VALUE');
+  });
+
+  it('assertCodec wants encode and decode functions', () => {
+    expect(code(() => assertCodec(jsonCodec))).toBe('ok');
+    expect(code(() => assertCodec({ encode: () => '' }))).toBe('E_INVALID_OPTION');
+    expect(code(() => assertCodec(null))).toBe('E_INVALID_OPTION');
+  });
+});
+
+describe('assertJsonValue on arrays with holes', () => {
+  it('rejects them: JSON would turn a hole into null', () => {
+    // eslint-disable-next-line no-sparse-arrays
+    expect(() => assertJsonValue([1, , 3])).toThrow(expect.objectContaining({ code: 'E_INVALID_VALUE' }));
+  });
+});

@@ -1,0 +1,90 @@
+import { describe, expect, test } from 'vitest';
+import { defineProcess, exponentialBackoff, StowageError, type ProcessDefinitionInput } from '../src/index.js';
+import { adapterHasProcessFactory, describeProcess } from '../src/conformance/index.js';
+import { MemoryKeyValueStore, MemoryProcessBackend, createMemoryStorage } from '../src/memory/index.js';
+
+describeProcess({
+  name: 'memory',
+  createContext() {
+    const storage = createMemoryStorage();
+    return {
+      process: async () => new MemoryProcessBackend({ storage }),
+      kv: async () => new MemoryKeyValueStore({ storage }),
+    };
+  },
+});
+
+describe('defineProcess', () => {
+  const valid = {
+    name: 'orders',
+    initial: 'new',
+    states: { new: { handler: async () => 'paid' as const }, paid: { handler: async () => 'shipped' as const } },
+    terminal: ['shipped', 'failed'],
+  } satisfies ProcessDefinitionInput<Record<string, never>, 'new' | 'paid', 'shipped' | 'failed'>;
+
+  test('fills in defaults and lists active states in order', () => {
+    const definition = defineProcess(valid);
+    expect(definition).toMatchObject({ name: 'orders', initial: 'new', deadLetter: 'failed', lease: 30_000, activeStates: ['new', 'paid'] });
+    expect(Object.isFrozen(definition)).toBe(true);
+  });
+
+  test.each([
+    ['an invalid name', { name: 'has space' }],
+    ['no states', { states: {} }],
+    ['no terminal states', { terminal: [] }],
+    ['an initial state without a handler', { initial: 'shipped' }],
+    ['a dead-letter state that is not terminal', { deadLetter: 'nowhere' }],
+    ['a missing default dead-letter state', { terminal: ['shipped'] }],
+    ['a state both active and terminal', { terminal: ['paid', 'failed'] }],
+    ['a handler that is not a function', { states: { new: { handler: 'x' } } }],
+    ['concurrency 0', { states: { new: { handler: async () => 'paid', concurrency: 0 } } }],
+    ['a negative lease', { lease: -1 }],
+    ['maxAttempts 0', { retry: { maxAttempts: 0 } }],
+    ['a backoff factor below 1', { retry: { backoff: { factor: 0.5 } } }],
+    ['jitter above 1', { retry: { backoff: { jitter: 2 } } }],
+  ])('rejects %s with E_INVALID_OPTION', (_label, change) => {
+    const attempt = () => defineProcess({ ...valid, ...change } as never);
+    expect(attempt).toThrow(StowageError);
+    expect(attempt).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
+  });
+
+  test('handlers can only name states of the process (checked by tsc)', () => {
+    defineProcess({
+      name: 'typed',
+      initial: 'a',
+      states: {
+        // @ts-expect-error "c" is not a state of this process
+        a: { handler: async () => 'c' },
+        b: { handler: async () => ({ to: 'done' }) },
+        c2: { handler: async (item) => (item.version > 1 ? { wait: 10 } : 'b') },
+      },
+      terminal: ['done', 'failed'],
+    });
+  });
+});
+
+describe('exponentialBackoff', () => {
+  test('grows by the factor from the initial delay up to the cap', () => {
+    const options = { initial: 100, factor: 3, max: 2000, jitter: 0 };
+    expect([1, 2, 3, 4, 5].map((attempt) => exponentialBackoff(options, attempt))).toEqual([100, 300, 900, 2000, 2000]);
+  });
+
+  test('jitter only ever shortens the delay, by at most its fraction', () => {
+    for (let i = 0; i < 200; i++) {
+      const delay = exponentialBackoff({ initial: 1000, jitter: 0.5 }, 1);
+      expect(delay).toBeGreaterThanOrEqual(500);
+      expect(delay).toBeLessThanOrEqual(1000);
+    }
+  });
+});
+
+describe('describeConformance includes the process cases', () => {
+  const backend = async () => new MemoryProcessBackend();
+  test('for an adapter whose context has a process() factory', () => {
+    expect(adapterHasProcessFactory({ name: 'with', createContext: () => ({ process: backend }) })).toBe(true);
+  });
+  test('not for one without, nor for an async createContext (call describeProcess for those)', () => {
+    expect(adapterHasProcessFactory({ name: 'without', createContext: () => ({}) })).toBe(false);
+    expect(adapterHasProcessFactory({ name: 'async', createContext: async () => ({ process: backend }) })).toBe(false);
+  });
+});

@@ -1,0 +1,87 @@
+import { ClientClockSkew } from '@stowage/core/conformance';
+import { afterAll, describe, expect, it } from 'vitest';
+import { MongoCacheProvider, MongoKeyValueStore, MongoLockProvider, type MongoDialect } from '../src/index.js';
+import { storeOptions } from './helpers.js';
+import { openTestServer } from './server.js';
+
+const server = await openTestServer('stowage_clock');
+afterAll(() => server?.close());
+
+const TEN_MINUTES = 10 * 60_000;
+
+describe.skipIf(server === null)('server clock and capabilities', () => {
+  const s = server!;
+  const isFerretDb = s.product.startsWith('FerretDB');
+  const serverNow = async () => ((await s.admin.db('admin').command({ hello: 1 })).localTime as Date).getTime();
+
+  it('capabilities are detected from the server, once, at connect', async () => {
+    const locks = new MongoLockProvider(storeOptions(s));
+    expect(locks.capabilities).toMatchObject({ serverClock: true, fencing: true, crossProcess: true, changeFeed: false });
+    expect(locks.dialect).toBeUndefined();
+    await locks.connect();
+    const kv = await new MongoKeyValueStore(storeOptions(s)).connect();
+    const replicated = /replica set|mongos/.test(s.product);
+    if (isFerretDb) {
+      // FerretDB 1.x: no update pipelines or $$NOW, no TTL indexes, no change streams, and updates are a read then a write.
+      expect(kv.dialect).toBe('classic');
+      expect(kv.capabilities).toEqual({
+        serverClock: true,
+        fencing: true,
+        ttlIndex: false,
+        changeFeed: false,
+        wakeups: false,
+        transactions: false,
+        crossProcess: true,
+        atomicUpdates: false,
+      });
+    } else {
+      expect(kv.dialect).toBe('pipeline');
+      expect(kv.capabilities).toMatchObject({ ttlIndex: true, changeFeed: replicated, transactions: replicated, atomicUpdates: true });
+    }
+    expect(locks.capabilities.wakeups).toBe(locks.capabilities.changeFeed); // locks wait on change streams where there are some
+    expect(kv.capabilities.wakeups).toBe(false);
+    expect(locks.capabilities.ttlIndex).toBe(false); // lock documents keep their fence: never TTL-deleted
+    await Promise.all([locks.close(), kv.close()]);
+  });
+
+  const dialects: MongoDialect[] = isFerretDb ? ['classic'] : ['pipeline', 'classic'];
+  for (const dialect of dialects) {
+    for (const skew of [TEN_MINUTES, -TEN_MINUTES]) {
+      it(`${dialect} dialect, client clock ${skew > 0 ? '10 min ahead' : '10 min behind'}, store opened while skewed: times are the server's`, async () => {
+        const clock = new ClientClockSkew();
+        clock.set(skew);
+        try {
+          const kv = await new MongoKeyValueStore({ ...storeOptions(s), dialect }).connect();
+          const locks = await new MongoLockProvider({ ...storeOptions(s), dialect }).connect();
+          const cache = await new MongoCacheProvider({ ...storeOptions(s), dialect }).connect();
+          const before = await serverNow();
+          await kv.set('short', 'v', { ttl: 1_500 });
+          await cache.set('short', 'v', 1_500);
+          const handle = await locks.acquire('lease', 1_500);
+          const after = await serverNow();
+          const entry = await kv.getEntry('short');
+          // Written on the server's clock: within the window of the server's own readings (plus
+          // hello's millisecond rounding and half a round trip of offset error), never 10 minutes off.
+          expect(entry!.updatedAt.getTime()).toBeGreaterThanOrEqual(before - 250);
+          expect(entry!.updatedAt.getTime()).toBeLessThanOrEqual(after + 250);
+          expect(entry!.expiresAt!.getTime() - entry!.updatedAt.getTime()).toBe(1_500);
+          expect(handle!.expiresAt.getTime()).toBeGreaterThanOrEqual(before + 1_500 - 250);
+          expect(handle!.expiresAt.getTime()).toBeLessThanOrEqual(after + 1_500 + 250);
+          expect(await kv.get('short')).toBe('v');
+          expect(await cache.has('short')).toBe(true);
+          expect(await locks.acquire('lease', 60_000)).toBeNull();
+          clock.set(-skew); // the client clock jumps 20 minutes: nothing the store decides moves
+          expect(await kv.get('short')).toBe('v');
+          expect(await locks.acquire('lease', 60_000)).toBeNull();
+          await new Promise((resolve) => setTimeout(resolve, 1_800));
+          expect(await kv.get('short')).toBeNull();
+          expect(await cache.has('short')).toBe(false);
+          expect(await locks.acquire('lease', 60_000)).not.toBeNull();
+          await Promise.all([kv.close(), locks.close(), cache.close()]);
+        } finally {
+          clock.restore();
+        }
+      });
+    }
+  }
+});

@@ -1,0 +1,138 @@
+import { MongoClient } from 'mongodb';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  MongoCacheProvider,
+  MongoKeyValueStore,
+  MongoLockProvider,
+  createMongoPersistence,
+  mongo,
+} from '../src/index.js';
+import { eventually, openSockets, storeOptions } from './helpers.js';
+import { uniqueName } from './mongo-adapter.js';
+import { openTestServer } from './server.js';
+
+const server = await openTestServer('stowage_connection');
+afterAll(() => server?.close());
+
+describe.skipIf(server === null)('connections', () => {
+  const s = server!;
+
+  it('a client passed in (client, existingClient, existingDb) is still usable after close()', async () => {
+    const client = new MongoClient(s.url);
+    try {
+      const byClient = await new MongoKeyValueStore({ client, database: s.database, collection: 'byo_kv' }).connect();
+      await byClient.set('k', 'v');
+      await byClient.close();
+      const byAlias = await new MongoLockProvider({ existingClient: client, database: s.database, collection: 'byo_locks' }).connect();
+      expect(await byAlias.acquire('k', 60_000)).not.toBeNull();
+      await byAlias.close();
+      const db = client.db(s.database);
+      const byDb = await createMongoPersistence({ existingDb: db, collection: 'byo_state' });
+      await byDb.save('wf', { formatVersion: 1, steps: {}, execution: { status: 'running', lastUpdated: 'now' } });
+      await byDb.close();
+      const snapshots = mongo({ client, database: s.database, collection: 'byo_snapshots', lock: true });
+      await snapshots.connect();
+      await snapshots.close();
+      // Still open: the stores closed only themselves.
+      expect(await client.db(s.database).collection('byo_kv').findOne({ _id: 'k' as never })).toMatchObject({ value: 'v' });
+      expect(await client.db(s.database).collection('byo_state').countDocuments()).toBe(1);
+      await expect(byClient.get('k')).rejects.toMatchObject({ code: 'E_CLOSED' });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('stores that open their own client close it: open sockets go back to the baseline', async () => {
+    const baseline = openSockets();
+    const locks = await new MongoLockProvider(storeOptions(s)).connect();
+    const snapshots = mongo({ ...storeOptions(s), lock: { collection: 'sockets_locks' } });
+    const stores = [
+      await new MongoKeyValueStore(storeOptions(s)).connect(),
+      await new MongoCacheProvider(storeOptions(s)).connect(),
+      locks,
+      snapshots,
+      await createMongoPersistence({ connectionString: s.url, database: s.database, collection: 'sockets_state' }),
+    ];
+    await snapshots.save('a', { formatVersion: 1, steps: {}, execution: { status: 'running', lastUpdated: 'now' } });
+    await snapshots.tryAcquire('a');
+    await locks.withLock('k', async () => undefined, { ttl: 10_000 });
+    expect(openSockets()).toBeGreaterThan(baseline);
+    await Promise.all(stores.map((store) => store.close()));
+    expect(await eventually(() => openSockets() <= baseline), `open sockets ${openSockets()}, baseline ${baseline}`).toBe(true);
+  });
+
+  it('the server sees the connections of a store go away after close (where $currentOp lists idle connections)', async (context) => {
+    const appName = uniqueName('stowage_app');
+    const connectionsOf = async (name: string) =>
+      (
+        await s.admin
+          .db('admin')
+          .aggregate([{ $currentOp: { allUsers: true, idleConnections: true } }, { $match: { appName: name } }])
+          .toArray()
+      ).length;
+    try {
+      await connectionsOf(appName);
+    } catch {
+      return context.skip('this server has no $currentOp with idle connections (FerretDB); the socket count above covers it');
+    }
+    const stores = await Promise.all(
+      Array.from({ length: 3 }, () => new MongoKeyValueStore({ ...storeOptions(s), clientOptions: { appName } }).connect()),
+    );
+    await Promise.all(stores.map((store) => store.set('k', 'v')));
+    expect(await connectionsOf(appName)).toBeGreaterThan(0);
+    await Promise.all(stores.map((store) => store.close()));
+    expect(await eventually(async () => (await connectionsOf(appName)) === 0)).toBe(true);
+  });
+
+  it('an unreachable server is E_UNAVAILABLE with the driver error as cause; the next call tries again', async () => {
+    const kv = new MongoKeyValueStore({
+      url: 'mongodb://127.0.0.1:9/',
+      database: 'nowhere',
+      clientOptions: { serverSelectionTimeoutMS: 300 },
+    });
+    const error = await kv.get('k').catch((caught: unknown) => caught);
+    expect(error).toMatchObject({ name: 'StowageError', code: 'E_UNAVAILABLE' });
+    // The driver's own error: server selection timed out (or the topology it closed after that).
+    expect((error as Error).cause).toMatchObject({ name: expect.stringMatching(/^Mongo(ServerSelection|TopologyClosed)Error$/) });
+    await expect(kv.set('k', 'v')).rejects.toMatchObject({ code: 'E_UNAVAILABLE' });
+    await kv.close();
+    await expect(kv.get('k')).rejects.toMatchObject({ code: 'E_CLOSED' });
+  });
+
+  it('multi-host connection strings are passed through: directConnection is never forced', async () => {
+    const kv = new MongoKeyValueStore({ url: 'mongodb://127.0.0.1:9,127.0.0.1:10/?replicaSet=rs0', database: 'x' });
+    const { client } = (kv as unknown as { connection: { client: MongoClient } }).connection;
+    expect(client.options.directConnection).toBe(false);
+    expect(client.options.hosts.map(String)).toEqual(['127.0.0.1:9', '127.0.0.1:10']);
+    await kv.close();
+  });
+
+  it('rejects bad connection options, database and collection names with E_INVALID_OPTION', async () => {
+    const bad: [string, () => unknown][] = [
+      ['no url', () => new MongoKeyValueStore({})],
+      ['not a mongodb url', () => new MongoKeyValueStore({ url: 'postgres://x' })],
+      ['options not an object', () => new MongoKeyValueStore(null as never)],
+      ['database with a dot', () => new MongoKeyValueStore({ url: s.url, database: 'a.b' })],
+      ['database with a slash', () => new MongoKeyValueStore({ url: s.url, database: 'a/b' })],
+      ['database as an operator object', () => new MongoKeyValueStore({ url: s.url, database: { $gt: '' } as never })],
+      ['collection with $', () => new MongoKeyValueStore({ url: s.url, collection: 'a$b' })],
+      ['collection system.*', () => new MongoKeyValueStore({ url: s.url, collection: 'system.users' })],
+      ['collection with NUL', () => new MongoKeyValueStore({ url: s.url, collection: 'a\u0000b' })],
+      ['collection empty', () => new MongoKeyValueStore({ url: s.url, collection: '' })],
+      ['collection as an object', () => new MongoKeyValueStore({ url: s.url, collection: { $where: '1' } as never })],
+      ['lock collection', () => mongo({ url: s.url, lock: { collection: '$locks' } })],
+      ['lock ttl', () => mongo({ url: s.url, lock: { ttl: -1 } })],
+      ['dialect', () => new MongoKeyValueStore({ url: s.url, dialect: 'sql' as never })],
+      ['autoCreate', () => new MongoKeyValueStore({ url: s.url, autoCreate: 'yes' as never })],
+      ['existingDb not a Db', () => new MongoKeyValueStore({ existingDb: {} as never })],
+      ['client not a client', () => new MongoKeyValueStore({ client: 'mongodb://x' as never })],
+      ['cache prefix', () => new MongoCacheProvider({ url: s.url, prefix: 42 as never })],
+      ['cache defaultTtl', () => new MongoCacheProvider({ url: s.url, defaultTtl: 0 })],
+      ['cache codec', () => new MongoCacheProvider({ url: s.url, codec: {} as never })],
+    ];
+    for (const [name, create] of bad) {
+      expect(create, name).toThrow(expect.objectContaining({ name: 'StowageError', code: 'E_INVALID_OPTION' }));
+    }
+    await expect(createMongoPersistence({ url: s.url, prefix: 1 as never })).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
+  });
+});

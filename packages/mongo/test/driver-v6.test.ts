@@ -1,0 +1,62 @@
+import { MongoClient as MongoClientV6 } from 'mongodb6';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  MongoCacheProvider,
+  MongoCircuitBreakerStore,
+  MongoIdempotencyStore,
+  MongoKeyValueStore,
+  MongoLockProvider,
+  createMongoPersistence,
+} from '../src/index.js';
+import { uniqueName } from './mongo-adapter.js';
+import { openTestServer } from './server.js';
+
+/**
+ * The peer dependency is `mongodb ^6 || ^7`: a v6 client passed in drives every store (errors
+ * are recognised by name and code, so a client from another copy of the driver maps the same).
+ */
+const server = await openTestServer('stowage_driver6');
+afterAll(() => server?.close());
+
+describe.skipIf(server === null)('a mongodb 6.x client passed in', () => {
+  const s = server!;
+
+  it('drives the stores, and duplicate keys and closes map the same', async () => {
+    const client = await new MongoClientV6(s.url).connect();
+    try {
+      // The stores are typed against the v7 driver; v6's Db/MongoClient are structurally compatible at run time.
+      const options = (stem: string) => ({ client: client as never, database: s.database, collection: uniqueName(stem) });
+      const kv = await new MongoKeyValueStore(options('v6_kv')).connect();
+      await kv.set('a', '1', { ttl: 60_000 });
+      expect(await kv.getEntry('a')).toMatchObject({ value: '1', version: 1 });
+      await expect(kv.compareAndSet('a', '2', null)).rejects.toMatchObject({ code: 'E_VERSION_CONFLICT' });
+      expect(await kv.compareAndSet('a', '2', 1)).toBe(2);
+
+      const locks = await new MongoLockProvider(options('v6_locks')).connect();
+      const handle = await locks.acquire('k', 60_000, 'me');
+      expect(await locks.acquire('k', 60_000, 'other')).toBeNull(); // E11000 from the v6 driver: "held"
+      expect((await locks.acquire('k', 60_000, 'me'))?.fence).toBe(handle!.fence);
+
+      const cache = await new MongoCacheProvider(options('v6_cache')).connect();
+      await cache.set('c', { 'a.b': ['$x'] });
+      expect(await cache.get('c')).toStrictEqual({ 'a.b': ['$x'] });
+
+      const breaker = await new MongoCircuitBreakerStore(options('v6_circuit')).connect();
+      expect(await breaker.recordFailure('svc', 1)).toBe(1);
+      expect((await breaker.getState('svc'))?.state).toBe('open');
+
+      const idempotency = await new MongoIdempotencyStore(options('v6_idem')).connect();
+      expect((await idempotency.reserve('op', 60_000)).status).toBe('acquired');
+      expect((await idempotency.reserve('op', 60_000)).status).toBe('in-flight');
+
+      const persistence = await createMongoPersistence({ existingClient: client as never, database: s.database, collection: uniqueName('v6_state') });
+      await persistence.save('wf', { formatVersion: 1, steps: {}, execution: { status: 'running', lastUpdated: 'now' } });
+      expect(await persistence.list()).toHaveLength(1);
+
+      await Promise.all([kv, locks, cache, breaker, idempotency, persistence].map((store) => store.close()));
+      expect(await client.db(s.database).command({ ping: 1 })).toMatchObject({ ok: 1 }); // still open
+    } finally {
+      await client.close();
+    }
+  });
+});

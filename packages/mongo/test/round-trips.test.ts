@@ -1,0 +1,156 @@
+import { MongoClient } from 'mongodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  MongoCacheProvider,
+  MongoCheckpointStore,
+  MongoCircuitBreakerStore,
+  MongoIdempotencyStore,
+  MongoKeyValueStore,
+  MongoLockProvider,
+  mongo,
+  type MongoDialect,
+} from '../src/index.js';
+import { recordCommands } from './helpers.js';
+import { uniqueName } from './mongo-adapter.js';
+import { openTestServer } from './server.js';
+
+/**
+ * One command per operation, counted with driver command monitoring on a client passed in.
+ * Start-up (feature detection, schema) happens in connect() and is not counted. The few
+ * operations that take two commands in the classic dialect (no update pipelines) are listed
+ * with that count; `cleanup` takes two everywhere.
+ */
+const server = await openTestServer('stowage_round_trips');
+afterAll(() => server?.close());
+
+describe.skipIf(server === null)('one command per operation', () => {
+  const s = server!;
+  let client: MongoClient;
+  let commands: ReturnType<typeof recordCommands>;
+  const options = (stem: string) => ({ client, database: s.database, collection: uniqueName(stem) });
+
+  beforeAll(async () => {
+    client = await new MongoClient(s.url, { monitorCommands: true }).connect();
+    commands = recordCommands(client);
+  });
+  afterAll(() => client?.close());
+
+  /** Runs `operation` and returns the names of the commands it sent. */
+  async function sent(operation: () => Promise<unknown>): Promise<string[]> {
+    commands.reset();
+    await operation();
+    return [...commands.names];
+  }
+  const byDialect = (dialect: MongoDialect | undefined, pipeline: number, classic: number) => (dialect === 'pipeline' ? pipeline : classic);
+
+  it('KeyValueStore', async () => {
+    const kv = await new MongoKeyValueStore(options('rt_kv')).connect();
+    expect(await sent(() => kv.set('a', '1'))).toEqual(['update']);
+    expect(await sent(() => kv.set('a', '2', { ttl: 60_000 }))).toEqual(['update']);
+    expect(await sent(() => kv.get('a'))).toEqual(['find']);
+    expect(await sent(() => kv.exists('a'))).toEqual(['find']);
+    expect(await sent(() => kv.getEntry('a'))).toEqual(['find']);
+    expect(await sent(() => kv.keys('a*'))).toEqual(['find']);
+    expect(await sent(() => kv.entries())).toEqual(['find']);
+    expect(await sent(() => kv.getMany(['a', 'b', 'c']))).toEqual(['find']);
+    expect(await sent(() => kv.setMany([{ key: 'b', value: '1' }, { key: 'c', value: '2', ttl: 60_000 }]))).toEqual(['update']);
+    expect(await sent(() => kv.compareAndSet('a', '3', 2))).toEqual(['update']);
+    expect(await sent(() => kv.compareAndSet('new', '1', null))).toEqual(['update']);
+    expect(await sent(() => kv.deleteMany(['b', 'c']))).toEqual(['delete']);
+    expect((await sent(() => kv.delete('a'))).length).toBe(1);
+    expect(await sent(() => kv.clearExpired())).toEqual(['delete']);
+    // Writing over an expired document: one pipeline update, or (classic) the collision and a replace.
+    await kv.set('short', 'x', { ttl: 1 });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect((await sent(() => kv.set('short', 'y'))).length).toBe(byDialect(kv.dialect, 1, 2));
+    await kv.close();
+  });
+
+  it('LockProvider', async () => {
+    const locks = await new MongoLockProvider(options('rt_locks')).connect();
+    expect(await sent(() => locks.acquire('k', 60_000, 'owner-a'))).toEqual(['findAndModify']);
+    expect(await sent(() => locks.acquire('k', 60_000))).toEqual(['findAndModify']); // held: null
+    // Held, by a named owner who may be the holder: the classic dialect asks a second time to renew.
+    expect((await sent(() => locks.acquire('k', 60_000, 'owner-b'))).length).toBe(byDialect(locks.dialect, 1, 2));
+    expect((await sent(() => locks.acquire('k', 60_000, 'owner-a'))).length).toBe(byDialect(locks.dialect, 1, 2));
+    expect(await sent(() => locks.extend('k', 60_000, 'owner-a'))).toEqual(['findAndModify']);
+    expect(await sent(() => locks.release('k', 'owner-a'))).toEqual(['update']);
+    const handle = await locks.acquire('k', 60_000);
+    expect(await sent(() => handle!.isValid())).toEqual(['find']);
+    expect(await sent(() => handle!.extend(60_000))).toEqual(['findAndModify']);
+    expect(await sent(() => handle!.release())).toEqual(['update']);
+    expect(await sent(() => locks.forceRelease('k'))).toEqual(['update']);
+    await locks.close();
+  });
+
+  it('SnapshotStore and WorkflowLock', async () => {
+    const store = await mongo({ ...options('rt_snapshots'), lock: { collection: uniqueName('rt_wflocks') } }).connect();
+    const snapshot = { formatVersion: 1 as const, steps: {}, execution: { status: 'running' as const, lastUpdated: 'now' } };
+    expect(await sent(() => store.save('wf', snapshot))).toEqual(['update']);
+    expect(await sent(() => store.save('wf', snapshot, { expectedVersion: 1 }))).toEqual(['update']);
+    expect(await sent(() => store.save('wf2', snapshot, { expectedVersion: null }))).toEqual(['update']);
+    expect(await sent(() => store.load('wf'))).toEqual(['find']);
+    expect(await sent(() => store.loadVersioned('wf'))).toEqual(['find']);
+    expect(await sent(() => store.list({ limit: 10 }))).toEqual(['find']);
+    expect(await sent(() => store.listPage({ limit: 1 }))).toEqual(['find']);
+    expect(await sent(() => store.delete('wf2'))).toEqual(['delete']);
+    let token = '';
+    expect(await sent(async () => (token = (await store.tryAcquire('wf'))!.ownerToken))).toEqual(['findAndModify']);
+    expect(await sent(() => store.renew('wf', token))).toEqual(['findAndModify']);
+    expect(await sent(() => store.release('wf', token))).toEqual(['update']);
+    await store.close();
+  });
+
+  it('CacheProvider', async () => {
+    const cache = await new MongoCacheProvider({ ...options('rt_cache'), prefix: 'p:' }).connect();
+    expect(await sent(() => cache.set('a', { any: ['json'] }))).toEqual(['update']);
+    expect(await sent(() => cache.get('a'))).toEqual(['find']);
+    expect(await sent(() => cache.has('a'))).toEqual(['find']);
+    expect(await sent(() => cache.keys())).toEqual(['find']);
+    expect(await sent(() => cache.getOrSet('a', async () => 1))).toEqual(['find']);
+    expect(await sent(() => cache.getOrSet('b', async () => 1))).toEqual(['find', 'update']); // a miss: read, then store
+    expect((await sent(() => cache.delete('a'))).length).toBe(1);
+    expect(await sent(() => cache.clear())).toEqual(['delete']);
+    expect(await sent(() => cache.clearExpired())).toEqual(['delete']);
+    await cache.close();
+  });
+
+  it('CircuitBreakerStore', async () => {
+    const breaker = await new MongoCircuitBreakerStore(options('rt_circuit')).connect();
+    expect(await sent(() => breaker.recordFailure('svc', 3))).toEqual(['findAndModify']);
+    expect(await sent(() => breaker.getState('svc'))).toEqual(['find']);
+    expect(await sent(() => breaker.recordSuccess('svc'))).toEqual(['update']);
+    expect(await sent(() => breaker.setState('svc', { state: 'closed', failureCount: 2 }))).toEqual(['update']);
+    // The failure that opens the circuit: one pipeline command, or (classic) the count and a conditional open.
+    expect((await sent(() => breaker.recordFailure('svc', 3, { cooldown: 1_000 }))).length).toBe(byDialect(breaker.dialect, 1, 2));
+    expect(await sent(() => breaker.delete('svc'))).toEqual(['delete']);
+    await breaker.close();
+  });
+
+  it('CheckpointStore', async () => {
+    const checkpoints = await new MongoCheckpointStore(options('rt_checkpoints')).connect();
+    const checkpoint = (sequence: number) => ({ id: `cp${sequence}`, taskId: 't', sequence, timestamp: 0, progress: 0, data: { sequence } });
+    expect(await sent(() => checkpoints.save(checkpoint(1)))).toEqual(['insert']);
+    await checkpoints.save(checkpoint(2));
+    expect(await sent(() => checkpoints.load('cp1'))).toEqual(['find']);
+    expect(await sent(() => checkpoints.loadLatest('t'))).toEqual(['find']);
+    expect(await sent(() => checkpoints.list('t'))).toEqual(['find']);
+    expect(await sent(() => checkpoints.cleanup('t', 1))).toEqual(['find', 'delete']);
+    expect(await sent(() => checkpoints.deleteAll('t'))).toEqual(['delete']);
+    await checkpoints.close();
+  });
+
+  it('IdempotencyStore', async () => {
+    const store = await new MongoIdempotencyStore(options('rt_idempotency')).connect();
+    let token = '';
+    expect(await sent(async () => (token = ((await store.reserve('op', 60_000)) as { token: string }).token))).toEqual(['findAndModify']);
+    expect(await sent(() => store.reserve('op', 60_000))).toEqual(['findAndModify']); // in flight
+    expect(await sent(() => store.complete('op', token, { done: true }))).toEqual(['update']);
+    expect(await sent(() => store.reserve('op', 60_000))).toEqual(['findAndModify']); // completed
+    expect(await sent(() => store.get('op'))).toEqual(['find']);
+    expect(await sent(() => store.set('op2', 1))).toEqual(['update']);
+    expect(await sent(() => store.fail('op2', token))).toEqual(['delete']);
+    expect(await sent(() => store.delete('op'))).toEqual(['delete']);
+    await store.close();
+  });
+});

@@ -1,0 +1,129 @@
+import { MongoClient } from 'mongodb';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  DEFAULT_COLLECTIONS,
+  MongoCheckpointStore,
+  MongoKeyValueStore,
+  createMongoPersistence,
+  indexSpecs,
+  mongo,
+} from '../src/index.js';
+import { storeOptions } from './helpers.js';
+import { uniqueName } from './mongo-adapter.js';
+import { openTestServer } from './server.js';
+
+const server = await openTestServer('stowage_schema');
+afterAll(() => server?.close());
+
+describe('indexSpecs', () => {
+  it('lists every collection and index stowage creates (seed 001 plus key-value and snapshots)', () => {
+    expect(indexSpecs()).toEqual([
+      { kind: 'kv', collection: 'workflow_state', indexes: [{ key: { expiresAt: 1 }, name: 'expiresAt_ttl', expireAfterSeconds: 0 }] },
+      { kind: 'snapshots', collection: 'awaitly_snapshots', indexes: [{ key: { updatedAt: -1, _id: 1 }, name: 'updatedAt_-1__id_1' }] },
+      { kind: 'workflowLocks', collection: 'awaitly_workflow_locks', indexes: [] },
+      { kind: 'locks', collection: 'stowage_locks', indexes: [] },
+      { kind: 'cache', collection: 'stowage_cache', indexes: [{ key: { expiresAt: 1 }, name: 'expiresAt_ttl', expireAfterSeconds: 0 }] },
+      { kind: 'circuitBreaker', collection: 'stowage_circuit', indexes: [] },
+      {
+        kind: 'checkpoints',
+        collection: 'stowage_checkpoints',
+        indexes: [
+          { key: { taskId: 1, sequence: 1 }, name: 'taskId_1_sequence_1', unique: true },
+          { key: { taskId: 1 }, name: 'taskId_1' },
+        ],
+      },
+      { kind: 'idempotency', collection: 'stowage_idempotency', indexes: [{ key: { expiresAt: 1 }, name: 'expiresAt_ttl', expireAfterSeconds: 0 }] },
+    ]);
+    expect(indexSpecs({ cache: 'my_cache' }).find((spec) => spec.kind === 'cache')?.collection).toBe('my_cache');
+    expect(() => indexSpecs({ kv: '$bad' })).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
+    expect(DEFAULT_COLLECTIONS.kv).toBe('workflow_state');
+  });
+});
+
+describe.skipIf(server === null)('schema and persistence on the server', () => {
+  const s = server!;
+  const db = () => s.admin.db(s.database);
+  const collectionExists = async (name: string) => (await db().listCollections({ name }).toArray()).length === 1;
+
+  it('autoCreate creates the collection and the indexes of indexSpecs (a plain expiresAt index where TTL is refused)', async () => {
+    const options = storeOptions(s, 'schema_kv');
+    const kv = await new MongoKeyValueStore(options).connect();
+    const indexes = await db().collection(options.collection).listIndexes().toArray();
+    const onExpiresAt = indexes.filter((index) => JSON.stringify(index.key) === '{"expiresAt":1}');
+    expect(onExpiresAt).toHaveLength(1);
+    if (kv.capabilities.ttlIndex) expect(onExpiresAt[0]).toMatchObject({ name: 'expiresAt_ttl', expireAfterSeconds: 0 });
+    else expect(onExpiresAt[0]!.expireAfterSeconds).toBeUndefined();
+    await kv.close();
+
+    const checkpoints = await new MongoCheckpointStore(storeOptions(s, 'schema_cp')).connect();
+    const names = (await db().collection(checkpoints.collectionName).listIndexes().toArray()).map((index) => index.name).sort();
+    expect(names).toEqual(['_id_', 'taskId_1', 'taskId_1_sequence_1']);
+    await checkpoints.close();
+    // A second process start (a new store on the existing collection) is a no-op, not an error.
+    const again = await new MongoCheckpointStore({ ...storeOptions(s), collection: checkpoints.collectionName }).connect();
+    await again.close();
+  });
+
+  it('autoCreate: false creates nothing at start-up and reports the TTL index it finds', async () => {
+    const options = storeOptions(s, 'manual_kv');
+    const kv = await new MongoKeyValueStore({ ...options, autoCreate: false }).connect();
+    expect(await collectionExists(options.collection)).toBe(false);
+    expect(kv.capabilities.ttlIndex).toBe(false);
+    await kv.set('k', 'v'); // the first write creates the collection, without indexes
+    expect(await kv.get('k')).toBe('v');
+    expect((await db().collection(options.collection).listIndexes().toArray()).map((index) => index.name)).toEqual(['_id_']);
+    await kv.close();
+  });
+
+  it('createMongoPersistence keeps seed 000 documents { _id: prefix + id, value, expiresAt? } in workflow_state', async () => {
+    const database = uniqueName('stowage_persist');
+    const store = await createMongoPersistence({ connectionString: s.url, database });
+    const snapshot = { formatVersion: 1 as const, steps: { a: { ok: true as const, value: { 'x.y': 1 } } }, execution: { status: 'completed' as const, lastUpdated: '2025-01-01T00:00:00.000Z' } };
+    await store.save('checkout-123', snapshot);
+    expect(await store.load('checkout-123')).toStrictEqual(snapshot);
+    expect(await store.list()).toEqual([{ id: 'checkout-123', updatedAt: expect.any(String) }]);
+    const document = await s.admin.db(database).collection('workflow_state').findOne({ _id: 'workflow:state:checkout-123' as never });
+    expect(document).toMatchObject({ _id: 'workflow:state:checkout-123', value: JSON.stringify(snapshot), version: 1 });
+    expect(document!.updatedAt).toBeInstanceOf(Date);
+    expect(document).not.toHaveProperty('expiresAt');
+    await store.close();
+    await expect(store.load('checkout-123')).rejects.toMatchObject({ code: 'E_CLOSED' });
+
+    const custom = await createMongoPersistence({ url: s.url, database, collection: 'custom_state', prefix: 'myapp:' });
+    await custom.save('wf', snapshot);
+    expect(await s.admin.db(database).collection('custom_state').countDocuments({ _id: 'myapp:wf' as never })).toBe(1);
+    await custom.close();
+    await s.admin.db(database).dropDatabase();
+  });
+
+  it('mongo(url) is a snapshot store; with lock it is also a WorkflowLock on server-clock leases', async () => {
+    const database = uniqueName('stowage_oneliner');
+    const url = `${s.url.replace(/\/[^/]*$/, '')}/${database}${s.url.includes('?') ? s.url.slice(s.url.indexOf('?')) : ''}`;
+    const store = mongo(url);
+    await store.save('wf', { formatVersion: 1, steps: {}, execution: { status: 'running', lastUpdated: 'now' } });
+    expect(await s.admin.db(database).collection('awaitly_snapshots').countDocuments()).toBe(1);
+    expect('tryAcquire' in store).toBe(false);
+    await store.close();
+
+    const locking = mongo({ url: s.url, database, prefix: 'orders:', lock: { ttl: 60_000 } });
+    const lease = await locking.tryAcquire('o1');
+    expect(lease).toEqual({ ownerToken: expect.any(String) });
+    expect(await locking.tryAcquire('o1')).toBeNull();
+    expect(await locking.renew('o1', lease!.ownerToken, { ttlMs: 1_000 })).toBe(true);
+    expect(await locking.renew('o1', 'not-the-owner')).toBe(false);
+    const lockDocument = await s.admin.db(database).collection('awaitly_workflow_locks').findOne({ _id: 'orders:o1' as never });
+    expect(lockDocument).toMatchObject({ owner: lease!.ownerToken, fence: 1 });
+    await locking.release('o1', lease!.ownerToken);
+    expect(await locking.tryAcquire('o1')).not.toBeNull();
+    await locking.close();
+    await s.admin.db(database).dropDatabase();
+  });
+
+  it('a client passed to mongo() works with multiple stores and is left open', async () => {
+    const client = await new MongoClient(s.url).connect();
+    const store = await mongo({ client, database: s.database, collection: uniqueName('snap') }).connect();
+    await store.close();
+    expect(await client.db(s.database).command({ ping: 1 })).toMatchObject({ ok: 1 });
+    await client.close();
+  });
+});

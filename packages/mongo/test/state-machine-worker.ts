@@ -1,0 +1,31 @@
+/**
+ * A crash-test worker process (spawned by the state-machine tests, one OS process each):
+ * `node state-machine-worker.ts <name>` with STOWAGE_WORKER_URL, STOWAGE_WORKER_DATABASE and
+ * STOWAGE_WORKER_COLLECTIONS set. It runs the adapter's sources directly with Node's type
+ * stripping; the hook below lets their `./x.js` imports find `./x.ts`.
+ */
+import { registerHooks } from 'node:module';
+
+registerHooks({
+  resolve(specifier, context, nextResolve) {
+    try {
+      return nextResolve(specifier, context);
+    } catch (error) {
+      if (specifier.startsWith('.') && specifier.endsWith('.js')) return nextResolve(`${specifier.slice(0, -3)}.ts`, context);
+      throw error;
+    }
+  },
+});
+
+const { MongoKeyValueStore, MongoProcessBackend } = await import('../src/index.js');
+const { runCrashTestWorker } = await import('@stowage/core/conformance');
+
+const name = process.argv[2]!;
+const url = process.env.STOWAGE_WORKER_URL!;
+const database = process.env.STOWAGE_WORKER_DATABASE!;
+const collections = JSON.parse(process.env.STOWAGE_WORKER_COLLECTIONS!) as { process: string; cursors: string };
+const backend = await new MongoProcessBackend({ url, database, collection: collections.process }).connect();
+const cursors = await new MongoKeyValueStore({ url, database, collection: collections.cursors }).connect();
+await runCrashTestWorker({ backend, cursors, name });
+await backend.close();
+await cursors.close();

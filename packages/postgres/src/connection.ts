@@ -1,0 +1,164 @@
+import pg from 'pg';
+import { StowageError, describeType } from '@stowage/core';
+import { toStowageError } from './errors.js';
+
+/**
+ * The slice of a `pg.Pool` stowage uses. Any `pg.Pool` fits; the interface is structural so
+ * the published types do not depend on `@types/pg`.
+ */
+export interface PostgresPool {
+  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  connect(): Promise<PostgresPoolClient>;
+  end(): Promise<void>;
+  /** `pg.Pool` keeps its configuration here; stowage reads it to open its LISTEN connection. */
+  readonly options?: object;
+}
+
+export interface PostgresPoolClient {
+  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  release(error?: Error | boolean): void;
+}
+
+export interface PostgresQueryResult {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- row shapes are per statement
+  rows: any[];
+  rowCount: number | null;
+}
+
+/** `pg.Pool` settings for a pool stowage creates (passed through to `new pg.Pool`). */
+export interface PostgresPoolOptions {
+  /** Most connections open at once (pg default 10). */
+  max?: number;
+  min?: number;
+  idleTimeoutMillis?: number;
+  connectionTimeoutMillis?: number;
+  /** Server-side limit per statement, in ms (sets `statement_timeout` on each connection). */
+  statement_timeout?: number;
+  /** Client-side limit per query, in ms. */
+  query_timeout?: number;
+  ssl?: unknown;
+  allowExitOnIdle?: boolean;
+  maxLifetimeSeconds?: number;
+  [option: string]: unknown;
+}
+
+/**
+ * Where the connections come from. Give a URL (`url` or `connectionString`), the individual
+ * fields, or a pool of your own (`pool` / `existingPool`), which stowage never ends.
+ */
+export interface PostgresConnectionOptions {
+  /** `postgresql://user:password@host:port/database` */
+  url?: string;
+  /** Same as `url` (seed 002 spelling). */
+  connectionString?: string;
+  host?: string;
+  port?: number;
+  database?: string;
+  user?: string;
+  password?: string;
+  /** A `pg.Pool` to use (never ended by stowage), or settings for the pool stowage creates. */
+  pool?: PostgresPool | PostgresPoolOptions;
+  /** A `pg.Pool` to use; never ended by stowage. */
+  existingPool?: PostgresPool;
+  /** `application_name` of the connections stowage opens (default `"stowage"`). */
+  applicationName?: string;
+}
+
+export const DEFAULT_APPLICATION_NAME = 'stowage';
+
+function isPool(value: unknown): value is PostgresPool {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as PostgresPool).query === 'function' &&
+    typeof (value as PostgresPool).connect === 'function'
+  );
+}
+
+/**
+ * One pool and whether stowage owns it. Every store object created by one factory call shares
+ * one `PostgresConnection`; `end()` ends the pool only when stowage created it.
+ */
+export class PostgresConnection {
+  readonly pool: PostgresPool;
+  readonly ownsPool: boolean;
+  #ending: Promise<void> | undefined;
+
+  constructor(pool: PostgresPool, ownsPool: boolean) {
+    this.pool = pool;
+    this.ownsPool = ownsPool;
+  }
+
+  /** Builds the connection described by `options`; throws `E_INVALID_OPTION` for bad settings. */
+  static from(options: PostgresConnectionOptions | string): PostgresConnection {
+    if (typeof options === 'string') options = { url: options };
+    if (options === null || typeof options !== 'object') {
+      throw new StowageError('E_INVALID_OPTION', `options must be a URL or an object, got ${describeType(options)}`);
+    }
+    const given = options.existingPool ?? (isPool(options.pool) ? options.pool : undefined);
+    if (options.existingPool !== undefined && !isPool(options.existingPool)) {
+      throw new StowageError('E_INVALID_OPTION', 'existingPool must be a pg.Pool');
+    }
+    if (given) return new PostgresConnection(given, false);
+
+    const poolOptions = options.pool ?? {};
+    if (typeof poolOptions !== 'object' || poolOptions === null) {
+      throw new StowageError('E_INVALID_OPTION', 'pool must be a pg.Pool or an object of pool settings');
+    }
+    const connectionString = options.url ?? options.connectionString;
+    if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
+      throw new StowageError('E_INVALID_OPTION', 'url must be a non-empty string');
+    }
+    const hasFields = ['host', 'port', 'database', 'user', 'password'].some(
+      (field) => options[field as keyof PostgresConnectionOptions] !== undefined,
+    );
+    if (connectionString === undefined && !hasFields) {
+      throw new StowageError(
+        'E_INVALID_OPTION',
+        'no database given: pass url/connectionString, host/port/database/user/password, or a pg.Pool',
+      );
+    }
+    const applicationName = options.applicationName ?? DEFAULT_APPLICATION_NAME;
+    const pool = new pg.Pool({
+      application_name: applicationName,
+      // Our own PostgresPoolOptions mirrors pg's settings loosely; pg validates them.
+      ...(poolOptions as PostgresPoolOptions),
+      ...(connectionString !== undefined ? { connectionString } : {}),
+      ...pick(options, ['host', 'port', 'database', 'user', 'password']),
+    } as pg.PoolConfig);
+    // An idle client that loses its server (restart, failover) emits 'error' on the pool;
+    // without a listener Node would crash. The next query gets a fresh client.
+    pool.on('error', () => undefined);
+    return new PostgresConnection(pool as unknown as PostgresPool, true);
+  }
+
+  /** Runs one statement (one round trip), turning driver errors into `StowageError`s. */
+  async query(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
+    try {
+      return await this.pool.query(text, values);
+    } catch (error) {
+      throw toStowageError(error);
+    }
+  }
+
+  /** Ends the pool if stowage created it; a pool passed in is left open. */
+  end(): Promise<void> {
+    this.#ending ??= this.ownsPool ? this.pool.end().catch(() => undefined) : Promise.resolve();
+    return this.#ending;
+  }
+}
+
+function pick<T extends object, K extends keyof T>(source: T, keys: K[]): Partial<Pick<T, K>> {
+  const result: Partial<Pick<T, K>> = {};
+  for (const key of keys) if (source[key] !== undefined) result[key] = source[key];
+  return result;
+}
+
+/**
+ * The configuration to open one extra connection like the pool's (for LISTEN), or `undefined`
+ * when the pool does not expose one.
+ */
+export function clientConfigOf(pool: PostgresPool): pg.ClientConfig | undefined {
+  const options = pool.options;
+  return options && typeof options === 'object' ? (options as pg.ClientConfig) : undefined;
+}

@@ -1,0 +1,218 @@
+import {
+  StowageError,
+  assertValidStringValue,
+  describeType,
+  compareKeys,
+  parseKeyValueWrites,
+  ttlOfSetOptions,
+  type KeyValueEntry,
+  type KeyValueEntryInfo,
+  type KeyValueSetOptions,
+  type KeyValueStore,
+  type KeyValueWrite,
+} from '@stowage/core';
+import { DEFAULT_TABLE_NAMES } from './schema.js';
+import { decodeKey, globParameters, keyMatchSql, storedKey } from './key-encoding.js';
+import {
+  LIVE,
+  PostgresStoreBase,
+  dateFromMs,
+  epochMs,
+  msInterval,
+  storeSetup,
+  type PostgresStoreOptions,
+} from './store.js';
+
+export interface PostgresKeyValueStoreOptions extends PostgresStoreOptions {
+  /** Same as `table` (seed 002 spelling). Default `awaitly_workflow_state`. */
+  tableName?: string;
+}
+
+/**
+ * {@link KeyValueStore} on one table. Values are stored as UTF-8 bytes (`bytea`), so every
+ * string round-trips, `"\u0000"` included. Each method is one statement.
+ */
+export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValueStore {
+  readonly #table: string;
+
+  constructor(options: PostgresKeyValueStoreOptions | string) {
+    const setup = storeSetup(
+      'kv',
+      options,
+      DEFAULT_TABLE_NAMES.kv,
+      typeof options === 'object' && options !== null ? options.tableName : undefined,
+    );
+    super('PostgresKeyValueStore', setup);
+    this.#table = setup.tables[0]![1].sql;
+    if (typeof options === 'object') this.startCleanup(options.cleanupInterval, () => this.clearExpired());
+  }
+
+  async get(key: string): Promise<string | null> {
+    this.assertOpen();
+    const { rows } = await this.run(`SELECT value FROM ${this.#table} WHERE key = $1 AND ${LIVE}`, [storedKey(key)]);
+    return rows.length === 0 ? null : decode(rows[0].value);
+  }
+
+  async set(key: string, value: string, options?: KeyValueSetOptions): Promise<void> {
+    this.assertOpen();
+    const ttl = parseWrite(key, value, options);
+    await this.run(
+      `INSERT INTO ${this.#table} AS e (key, value, version, updated_at, expires_at)
+       VALUES ($1, $2, 1, date_trunc('milliseconds', now()), now() + ${msInterval('$3')})
+       ON CONFLICT (key) DO UPDATE SET ${UPSERT_SET}`,
+      [storedKey(key), encode(value), ttl ?? null],
+    );
+  }
+
+  async delete(key: string): Promise<boolean> {
+    this.assertOpen();
+    const { rows } = await this.run(`DELETE FROM ${this.#table} WHERE key = $1 RETURNING ${LIVE} AS live`, [
+      storedKey(key),
+    ]);
+    return rows.length > 0 && rows[0].live === true;
+  }
+
+  async exists(key: string): Promise<boolean> {
+    this.assertOpen();
+    const { rows } = await this.run(`SELECT 1 FROM ${this.#table} WHERE key = $1 AND ${LIVE}`, [storedKey(key)]);
+    return rows.length > 0;
+  }
+
+  async keys(pattern = '*'): Promise<string[]> {
+    this.assertOpen();
+    const { rows } = await this.run(
+      `SELECT key FROM ${this.#table} WHERE ${keyMatchSql('key', '$1', '$2', '$3')} AND ${LIVE}`,
+      globParameters(pattern),
+    );
+    return rows.map((row: { key: string }) => decodeKey(row.key)).sort(compareKeys);
+  }
+
+  async getMany(keys: readonly string[]): Promise<(string | null)[]> {
+    this.assertOpen();
+    const stored = storedKeys(keys);
+    if (stored.length === 0) return [];
+    const { rows } = await this.run(`SELECT key, value FROM ${this.#table} WHERE key = ANY($1::text[]) AND ${LIVE}`, [
+      [...new Set(stored)],
+    ]);
+    const found = new Map<string, string>(rows.map((row: { key: string; value: Buffer }) => [row.key, decode(row.value)]));
+    return stored.map((key) => found.get(key) ?? null);
+  }
+
+  async setMany(entries: readonly KeyValueWrite[]): Promise<void> {
+    this.assertOpen();
+    // The last write of a key wins (one INSERT cannot touch the same row twice).
+    const latest = parseKeyValueWrites(entries);
+    if (latest.size === 0) return;
+    const keys = [...latest.keys()].map((key) => storedKey(key));
+    const writes = [...latest.values()];
+    await this.run(
+      `INSERT INTO ${this.#table} AS e (key, value, version, updated_at, expires_at)
+       SELECT w.key, w.value, 1, date_trunc('milliseconds', now()), now() + ${msInterval('w.ttl')}
+       FROM unnest($1::text[], $2::bytea[], $3::bigint[]) AS w(key, value, ttl)
+       ON CONFLICT (key) DO UPDATE SET ${UPSERT_SET}`,
+      [keys, writes.map((write) => encode(write.value)), writes.map((write) => write.ttl ?? null)],
+    );
+  }
+
+  async deleteMany(keys: readonly string[]): Promise<number> {
+    this.assertOpen();
+    const stored = storedKeys(keys);
+    if (stored.length === 0) return 0;
+    const { rows } = await this.run(
+      `WITH removed AS (DELETE FROM ${this.#table} WHERE key = ANY($1::text[]) RETURNING expires_at)
+       SELECT count(*) FILTER (WHERE ${LIVE})::int AS count FROM removed`,
+      [[...new Set(stored)]],
+    );
+    return rows[0].count;
+  }
+
+  async getEntry(key: string): Promise<KeyValueEntry | null> {
+    this.assertOpen();
+    const { rows } = await this.run(
+      `SELECT key, value, version, ${SELECT_TIMES} FROM ${this.#table} WHERE key = $1 AND ${LIVE}`,
+      [storedKey(key)],
+    );
+    return rows.length === 0 ? null : { ...toInfo(rows[0]), value: decode(rows[0].value) };
+  }
+
+  async entries(pattern = '*'): Promise<KeyValueEntryInfo[]> {
+    this.assertOpen();
+    const { rows } = await this.run(
+      `SELECT key, version, ${SELECT_TIMES} FROM ${this.#table} WHERE ${keyMatchSql('key', '$1', '$2', '$3')} AND ${LIVE}`,
+      globParameters(pattern),
+    );
+    return rows.map(toInfo).sort((a: KeyValueEntryInfo, b: KeyValueEntryInfo) => compareKeys(a.key, b.key));
+  }
+
+  async compareAndSet(
+    key: string,
+    value: string,
+    expectedVersion: number | null,
+    options?: KeyValueSetOptions,
+  ): Promise<number> {
+    this.assertOpen();
+    const ttl = parseWrite(key, value, options);
+    if (expectedVersion !== null && (!Number.isSafeInteger(expectedVersion) || expectedVersion < 1)) {
+      throw new StowageError('E_INVALID_OPTION', 'expectedVersion must be a positive integer or null');
+    }
+    const params = [storedKey(key), encode(value), ttl ?? null];
+    const { rows } =
+      expectedVersion === null
+        ? // Only if absent or expired: an expired row is replaced and starts over at version 1.
+          await this.run(
+            `INSERT INTO ${this.#table} AS e (key, value, version, updated_at, expires_at)
+             VALUES ($1, $2, 1, date_trunc('milliseconds', now()), now() + ${msInterval('$3')})
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = 1,
+               updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
+             WHERE e.expires_at IS NOT NULL AND e.expires_at <= now()
+             RETURNING version`,
+            params,
+          )
+        : await this.run(
+            `UPDATE ${this.#table}
+             SET value = $2, version = version + 1, updated_at = date_trunc('milliseconds', now()),
+                 expires_at = now() + ${msInterval('$3')}
+             WHERE key = $1 AND version = $4 AND ${LIVE}
+             RETURNING version`,
+            [...params, expectedVersion],
+          );
+    if (rows.length === 0) {
+      throw new StowageError(
+        'E_VERSION_CONFLICT',
+        `key "${key}" is not at version ${expectedVersion === null ? '(absent)' : expectedVersion}`,
+      );
+    }
+    return Number(rows[0].version);
+  }
+
+  async clearExpired(): Promise<number> {
+    this.assertOpen();
+    const { rowCount } = await this.run(`DELETE FROM ${this.#table} WHERE expires_at <= now()`);
+    return rowCount ?? 0;
+  }
+}
+
+/** A rewrite of a key: an expired row counts as absent, so its version starts over. */
+const UPSERT_SET = `value = EXCLUDED.value,
+  version = CASE WHEN e.expires_at IS NOT NULL AND e.expires_at <= now() THEN 1 ELSE e.version + 1 END,
+  updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at`;
+
+function parseWrite(key: unknown, value: unknown, options: KeyValueSetOptions | undefined): number | undefined {
+  storedKey(key);
+  assertValidStringValue(value);
+  return ttlOfSetOptions(options);
+}
+
+function storedKeys(keys: unknown): string[] {
+  if (!Array.isArray(keys)) throw new StowageError('E_INVALID_KEY', `keys must be an array, got ${describeType(keys)}`);
+  return keys.map((key) => storedKey(key));
+}
+
+const encode = (value: string): Buffer => Buffer.from(value, 'utf8');
+const decode = (value: Buffer): string => value.toString('utf8');
+
+const SELECT_TIMES = `${epochMs('updated_at')} AS updated_at, ${epochMs('expires_at')} AS expires_at`;
+
+function toInfo(row: { key: string; version: string | number; updated_at: number; expires_at: number | null }): KeyValueEntryInfo {
+  return { key: decodeKey(row.key), version: Number(row.version), updatedAt: dateFromMs(row.updated_at)!, expiresAt: dateFromMs(row.expires_at) };
+}

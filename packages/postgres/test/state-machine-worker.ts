@@ -1,0 +1,31 @@
+/**
+ * A crash-test worker process (spawned by the state-machine tests, one OS process each):
+ * `node state-machine-worker.ts <name>` with STOWAGE_WORKER_URL and STOWAGE_WORKER_TABLES set.
+ * It runs the adapter's sources directly with Node's type stripping; the hook below lets
+ * their `./x.js` imports find `./x.ts`.
+ */
+import { registerHooks } from 'node:module';
+
+registerHooks({
+  resolve(specifier, context, nextResolve) {
+    try {
+      return nextResolve(specifier, context);
+    } catch (error) {
+      if (specifier.startsWith('.') && specifier.endsWith('.js')) return nextResolve(`${specifier.slice(0, -3)}.ts`, context);
+      throw error;
+    }
+  },
+});
+
+const { PostgresKeyValueStore, PostgresProcessBackend } = await import('../src/index.js');
+const { runCrashTestWorker } = await import('@stowage/core/conformance');
+
+const name = process.argv[2]!;
+const url = process.env.STOWAGE_WORKER_URL!;
+const tables = JSON.parse(process.env.STOWAGE_WORKER_TABLES!) as { itemsTable: string; transitionsTable: string; cursorTable: string };
+const backend = new PostgresProcessBackend({ url, pool: { max: 4 }, itemsTable: tables.itemsTable, transitionsTable: tables.transitionsTable });
+const cursors = new PostgresKeyValueStore({ url, pool: { max: 1 }, table: tables.cursorTable });
+await backend.ready();
+await runCrashTestWorker({ backend, cursors, name });
+await backend.close();
+await cursors.close();

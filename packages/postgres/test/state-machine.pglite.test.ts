@@ -1,0 +1,45 @@
+import { describeProcess, expectCrashScenarioInvariants, runProcessCrashScenario } from '@stowage/core/conformance';
+import { startEmbeddedPostgres } from '@stowage/test-env';
+import pg from 'pg';
+import { afterAll, expect, test } from 'vitest';
+import { PostgresProcessBackend } from '../src/index.js';
+import { dropProcessTables, postgresProcessAdapter, processTables, spawnProcessWorker } from './state-machine-support.js';
+
+/**
+ * The state machine on embedded PGlite (its own process, reached through pglite-socket with
+ * the real `pg` driver). LISTEN does not work through the socket multiplexer: the backend
+ * detects that and its feeds poll.
+ */
+const embedded = await startEmbeddedPostgres({ separateProcess: true, maxConnections: 32 });
+console.log(`[stowage postgres] state-machine backend: ${embedded.label}`);
+// One connection: PGlite is one session behind the socket server's multiplexer (see the README).
+const pool = new pg.Pool({ connectionString: embedded.url, max: 1, application_name: 'stowage-state-machine' });
+
+afterAll(async () => {
+  await pool.end();
+  await embedded.stop();
+});
+
+describeProcess(postgresProcessAdapter(`postgres (${embedded.label})`, () => ({ pool }), () => pool));
+
+test('PGlite: a worker process SIGKILLed mid-item loses nothing (multi-process crash test)', { timeout: 180_000 }, async () => {
+  const tables = processTables();
+  const backend = new PostgresProcessBackend({ pool, itemsTable: tables.itemsTable, transitionsTable: tables.transitionsTable });
+  await backend.ready();
+  expect(backend.capabilities.changeFeed, 'LISTEN through the PGlite socket is detected as missing').toBe(false);
+  try {
+    const result = await runProcessCrashScenario({
+      backend,
+      spawnWorker: (name) => spawnProcessWorker(embedded.url, tables, name),
+      items: 40,
+      workers: 3,
+      kills: 2,
+      log: (message) => console.log(`[crash test, PGlite] ${message}`),
+    });
+    console.log(`[crash test, PGlite] ${JSON.stringify(result)}`);
+    expectCrashScenarioInvariants(result);
+  } finally {
+    await backend.close();
+    await dropProcessTables(pool, tables);
+  }
+});

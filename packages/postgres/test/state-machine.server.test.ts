@@ -1,0 +1,70 @@
+import { describeProcess, expectCrashScenarioInvariants, runProcessCrashScenario } from '@stowage/core/conformance';
+import { findPostgresServer } from '@stowage/test-env';
+import pg from 'pg';
+import { afterAll, describe, expect, test } from 'vitest';
+import { PostgresProcessBackend } from '../src/index.js';
+import { dropProcessTables, postgresProcessAdapter, processTables, spawnProcessWorker } from './state-machine-support.js';
+
+/** The state machine on a real PostgreSQL server, with LISTEN/NOTIFY wake-ups. */
+const server = await findPostgresServer();
+
+if (server === null) {
+  describe.skip('postgres server: no server found (set STOWAGE_POSTGRES_URL)', () => test('skipped', () => undefined));
+} else {
+  console.log(`[stowage postgres] state-machine backend: ${server.label}`);
+  const admin = new pg.Pool({ connectionString: server.url, max: 2 });
+  afterAll(async () => {
+    await admin.end();
+    await server.stop();
+  });
+
+  describeProcess(postgresProcessAdapter(`postgres (${server.label})`, () => ({ url: server.url, pool: { max: 3 } }), () => admin));
+
+  test('LISTEN/NOTIFY wake-ups are detected on a real server', async () => {
+    const tables = processTables();
+    const backend = new PostgresProcessBackend({ url: server.url, itemsTable: tables.itemsTable, transitionsTable: tables.transitionsTable });
+    try {
+      await backend.ready();
+      expect(backend.capabilities).toMatchObject({ changeFeed: true, wakeups: true, serverClock: true, crossProcess: true });
+    } finally {
+      await backend.close();
+      await dropProcessTables(admin, tables);
+    }
+  });
+
+  test('schemaSql() is the DDL autoCreate runs, and autoCreate: false runs none', async () => {
+    const tables = processTables();
+    const options = { url: server.url, itemsTable: tables.itemsTable, transitionsTable: tables.transitionsTable };
+    const manual = new PostgresProcessBackend({ ...options, autoCreate: false });
+    try {
+      await expect(manual.getItem('p', 'x')).rejects.toMatchObject({ code: 'E_UNAVAILABLE' });
+      await admin.query(manual.schemaSql());
+      await admin.query(manual.schemaSql()); // idempotent
+      expect((await manual.createItem({ process: 'p', id: 'x', state: 'a', data: {} })).created).toBe(true);
+    } finally {
+      await manual.close();
+      await dropProcessTables(admin, tables);
+    }
+  });
+
+  test('postgres server: a worker process SIGKILLed mid-item loses nothing (multi-process crash test)', { timeout: 180_000 }, async () => {
+    const tables = processTables();
+    const backend = new PostgresProcessBackend({ url: server.url, itemsTable: tables.itemsTable, transitionsTable: tables.transitionsTable });
+    await backend.ready();
+    try {
+      const result = await runProcessCrashScenario({
+        backend,
+        spawnWorker: (name) => spawnProcessWorker(server.url, tables, name),
+        items: 60,
+        workers: 3,
+        kills: 3,
+        log: (message) => console.log(`[crash test, postgres server] ${message}`),
+      });
+      console.log(`[crash test, postgres server] ${JSON.stringify(result)}`);
+      expectCrashScenarioInvariants(result);
+    } finally {
+      await backend.close();
+      await dropProcessTables(admin, tables);
+    }
+  });
+}

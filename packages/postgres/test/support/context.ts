@@ -1,0 +1,91 @@
+import { randomBytes } from 'node:crypto';
+import type { ConformanceAdapter, ConformanceContext } from '@stowage/core/conformance';
+import pg from 'pg';
+import {
+  PostgresCacheProvider,
+  PostgresCheckpointStore,
+  PostgresCircuitBreakerStore,
+  PostgresIdempotencyStore,
+  PostgresKeyValueStore,
+  PostgresLockProvider,
+  PostgresLockingSnapshotStore,
+  PostgresSnapshotStore,
+  quoteIdentifier,
+  type PostgresConnectionOptions,
+} from '../../src/index.js';
+
+/** A random suffix that keeps one test's tables apart from every other test's. */
+export const uniqueSuffix = (): string => randomBytes(5).toString('hex');
+
+export interface TableSet {
+  kv: string;
+  snapshots: string;
+  workflowLocks: string;
+  locks: string;
+  cache: string;
+  circuitBreaker: string;
+  checkpoints: string;
+  idempotency: string;
+}
+
+export function tableSet(suffix = uniqueSuffix()): TableSet {
+  return {
+    kv: `kv_${suffix}`,
+    snapshots: `snap_${suffix}`,
+    workflowLocks: `wflock_${suffix}`,
+    locks: `lock_${suffix}`,
+    cache: `cache_${suffix}`,
+    circuitBreaker: `cb_${suffix}`,
+    checkpoints: `cp_${suffix}`,
+    idempotency: `idem_${suffix}`,
+  };
+}
+
+/** Drops every table (and lock fence sequence) of a set. */
+export async function dropTables(admin: pg.Pool, tables: TableSet, schema?: string): Promise<void> {
+  const q = (name: string) => (schema ? `${quoteIdentifier(schema)}.${quoteIdentifier(name)}` : quoteIdentifier(name));
+  const statements = Object.values(tables).map((table) => `DROP TABLE IF EXISTS ${q(table)}`);
+  for (const lockTable of [tables.locks, tables.workflowLocks]) statements.push(`DROP SEQUENCE IF EXISTS ${q(`${lockTable}_fence_seq`)}`);
+  await admin.query(statements.join(';\n'));
+}
+
+export interface AdapterSetup {
+  name: string;
+  /** Connection options every instance gets (a URL with per-instance pools, or a shared pool). */
+  connection: () => PostgresConnectionOptions;
+  /** Used to drop each test's tables. */
+  admin: () => pg.Pool;
+  schema?: string;
+}
+
+/**
+ * The conformance adapter for one backend: every test gets its own tables (random suffix),
+ * every factory opens a new store object on them (like another process would), and the
+ * tables are dropped afterwards.
+ */
+export function postgresConformanceAdapter(setup: AdapterSetup): ConformanceAdapter {
+  return {
+    name: setup.name,
+    createContext(): ConformanceContext {
+      const tables = tableSet();
+      const base = () => ({ ...setup.connection(), schema: setup.schema });
+      return {
+        kv: async () => new PostgresKeyValueStore({ ...base(), table: tables.kv }),
+        snapshots: async ({ lock }) =>
+          lock
+            ? new PostgresLockingSnapshotStore({ ...base(), table: tables.snapshots, lock: { lockTableName: tables.workflowLocks } })
+            : new PostgresSnapshotStore({ ...base(), table: tables.snapshots }),
+        locks: async () => {
+          const provider = new PostgresLockProvider({ ...base(), table: tables.locks });
+          await provider.ready(); // detects LISTEN support, so `capabilities.wakeups` is known
+          return provider;
+        },
+        cache: async (options) => new PostgresCacheProvider({ ...base(), ...options, table: tables.cache }),
+        circuitBreaker: async () => new PostgresCircuitBreakerStore({ ...base(), table: tables.circuitBreaker }),
+        checkpoints: async () => new PostgresCheckpointStore({ ...base(), table: tables.checkpoints }),
+        idempotency: async () => new PostgresIdempotencyStore({ ...base(), table: tables.idempotency }),
+        cleanup: () => dropTables(setup.admin(), tables, setup.schema),
+      };
+    },
+  };
+}

@@ -1,0 +1,47 @@
+import type pg from 'pg';
+import type { PostgresPool, PostgresPoolClient } from '../../src/index.js';
+
+/**
+ * A `pg.Pool` seen through a counter: every statement sent through it (by `pool.query` or by a
+ * checked-out client) adds one. With pg's extended protocol one statement is one round trip.
+ */
+export class CountingPool implements PostgresPool {
+  statements: string[] = [];
+  readonly #pool: pg.Pool;
+
+  constructor(pool: pg.Pool) {
+    this.#pool = pool;
+  }
+
+  get options(): object {
+    return (this.#pool as unknown as { options: object }).options;
+  }
+
+  get count(): number {
+    return this.statements.length;
+  }
+
+  reset(): void {
+    this.statements = [];
+  }
+
+  query(text: string, values?: unknown[]) {
+    this.statements.push(text);
+    return this.#pool.query(text, values);
+  }
+
+  async connect(): Promise<PostgresPoolClient> {
+    const client = await this.#pool.connect();
+    return {
+      query: (text: string, values?: unknown[]) => {
+        this.statements.push(text);
+        return client.query(text, values);
+      },
+      release: (error?: Error | boolean) => client.release(error),
+    };
+  }
+
+  end(): Promise<void> {
+    return this.#pool.end();
+  }
+}

@@ -1,0 +1,38 @@
+/**
+ * Entry point of a worker process: receives one request over IPC, opens the backend, runs the
+ * role, reports the result and then lets the process end by itself (nothing keeps it alive
+ * unless stowage left a connection, timer or listener behind).
+ */
+import { openBackend } from './backends/index.ts';
+import { describeError } from './report.ts';
+import { ROLES, type WorkerMessage, type WorkerRequest } from './workers.ts';
+
+/** Resolves once the message has been handed to the IPC channel, so disconnecting cannot drop it. */
+const send = (message: WorkerMessage) =>
+  new Promise<void>((resolve) => {
+    process.send!(message, undefined, {}, () => resolve());
+  });
+
+process.on('unhandledRejection', (reason) => {
+  void send({ type: 'failed', error: `unhandled rejection: ${describeError(reason)}` });
+  process.exitCode = 1;
+});
+
+process.once('message', (request: WorkerRequest) => {
+  void (async () => {
+    const backend = await openBackend(request.target);
+    try {
+      const run = await ROLES[request.role]();
+      const emit = (event: unknown) => void send({ type: 'event', event });
+      const result = await run(backend, request.params, { index: request.index, emit });
+      await send({ type: 'done', result });
+    } finally {
+      await backend.close();
+    }
+  })()
+    .catch(async (error: unknown) => {
+      await send({ type: 'failed', error: describeError(error) });
+      process.exitCode = 1;
+    })
+    .finally(() => process.disconnect());
+});
