@@ -34,3 +34,26 @@ export function isStowageError(error: unknown, code?: StowageErrorCode): error i
 export function closedError(what: string): StowageError {
   return new StowageError('E_CLOSED', `${what} is closed`);
 }
+
+/** Node socket error codes that mean the database cannot be reached right now. */
+const UNREACHABLE_SOCKET_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EPIPE',
+  'EAI_AGAIN',
+]);
+
+/**
+ * True for a raw Node socket error (`code` such as `ECONNRESET`) that a driver passed on
+ * without wrapping: adapters report it as `E_UNAVAILABLE`. `ETIMEDOUT` is not included;
+ * adapters report it as `E_TIMEOUT`.
+ */
+export function isUnreachableSocketError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && UNREACHABLE_SOCKET_CODES.has(code);
+}

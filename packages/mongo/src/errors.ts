@@ -1,4 +1,4 @@
-import { StowageError } from '@stowage/core';
+import { isUnreachableSocketError, StowageError } from '@stowage/core';
 
 /**
  * Driver errors become `StowageError`s with the driver error as `cause`. Errors are recognised
@@ -78,6 +78,14 @@ export function toStowageError(error: unknown): unknown {
   }
   if (typeof code === 'number' && UNAVAILABLE_CODES.has(code)) {
     return new StowageError('E_UNAVAILABLE', `MongoDB is unavailable: ${text}`, { cause: error });
+  }
+  // The driver sometimes passes a socket error on unwrapped (a write that fails while the
+  // connection is being reset).
+  if (isUnreachableSocketError(error)) {
+    return new StowageError('E_UNAVAILABLE', `MongoDB is unreachable: ${text}`, { cause: error });
+  }
+  if (code === 'ETIMEDOUT') {
+    return new StowageError('E_TIMEOUT', `MongoDB operation timed out: ${text}`, { cause: error });
   }
   if (code === 10334 || code === 17419 || /larger than the max(imum)? (document )?size/i.test(text)) {
     return new StowageError('E_INVALID_VALUE', `the document would exceed MongoDB's size limit: ${text}`, { cause: error });

@@ -19,6 +19,10 @@ describe('driver errors become StowageErrors with the driver error as cause', ()
     ['MongoServerError', { code: 50, codeName: 'MaxTimeMSExpired' }, 'E_TIMEOUT'],
     ['MongoServerError', { code: 262, codeName: 'ExceededTimeLimit' }, 'E_TIMEOUT'],
     ['MongoServerError', { code: 10334, codeName: 'BSONObjectTooLarge' }, 'E_INVALID_VALUE'],
+    // A socket error the driver passes on unwrapped (seen when a proxy resets the connection).
+    ['Error', { code: 'ECONNRESET', syscall: 'write' }, 'E_UNAVAILABLE'],
+    ['Error', { code: 'EPIPE' }, 'E_UNAVAILABLE'],
+    ['Error', { code: 'ETIMEDOUT' }, 'E_TIMEOUT'],
   ] as const)('%s %o -> %s', (name, fields, code) => {
     const cause = driverError(name, fields);
     const mapped = toStowageError(cause);

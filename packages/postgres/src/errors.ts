@@ -1,4 +1,4 @@
-import { StowageError } from '@stowage/core';
+import { isUnreachableSocketError, StowageError } from '@stowage/core';
 
 /** SQLSTATE of a server error, if `error` is one. */
 export function sqlState(error: unknown): string | undefined {
@@ -23,8 +23,6 @@ const TIMEOUT_SQLSTATES = new Set([
   '55P03', // lock_not_available: lock_timeout
   '25P03', // idle_in_transaction_session_timeout
 ]);
-
-const UNAVAILABLE_NODE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'EAI_AGAIN']);
 
 /**
  * Maps a `pg` error to the stowage error a caller can act on:
@@ -58,8 +56,7 @@ export function toStowageError(error: unknown): unknown {
     }
     return error;
   }
-  const nodeCode = (error as { code?: unknown } | null)?.code;
-  if (typeof nodeCode === 'string' && UNAVAILABLE_NODE_CODES.has(nodeCode)) {
+  if (isUnreachableSocketError(error)) {
     return new StowageError('E_UNAVAILABLE', `PostgreSQL is unreachable: ${message}`, { cause: error });
   }
   if (/timeout/i.test(message)) {
@@ -70,7 +67,7 @@ export function toStowageError(error: unknown): unknown {
   if (/Connection terminated|Connection ended|Client was closed|Cannot use a pool after calling end|not queryable/i.test(message)) {
     return new StowageError('E_UNAVAILABLE', `PostgreSQL connection lost: ${message}`, { cause: error });
   }
-  if (nodeCode === 'ETIMEDOUT') {
+  if ((error as { code?: unknown } | null)?.code === 'ETIMEDOUT') {
     return new StowageError('E_TIMEOUT', `PostgreSQL timed out: ${message}`, { cause: error });
   }
   return error;
