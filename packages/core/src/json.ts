@@ -22,11 +22,17 @@ export interface Codec {
 export function assertJsonValue(value: unknown, what = 'value'): asserts value is JsonValue {
   // The common case, valid JSON, is checked without building paths; only a bad value pays
   // for the walk that names where the problem is.
-  if (!isPlainJson(value, [])) explainNonJson(value, what);
+  if (!isPlainJson(value, 0)) assertJsonValueSlowly(value, what);
 }
 
-/** True when `value` is plain JSON; `ancestors` holds the objects on the current path (cycles). */
-function isPlainJson(value: unknown, ancestors: object[]): boolean {
+/**
+ * Past this depth the fast check gives up and leaves the verdict to the slow walk, which
+ * tracks ancestors: this is how a cycle is caught without tracking them on the common path.
+ */
+const FAST_CHECK_MAX_DEPTH = 1000;
+
+/** True when `value` is plain JSON no deeper than {@link FAST_CHECK_MAX_DEPTH}. */
+function isPlainJson(value: unknown, depth: number): boolean {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -35,26 +41,24 @@ function isPlainJson(value: unknown, ancestors: object[]): boolean {
       return Number.isFinite(value);
     case 'object': {
       if (value === null) return true;
-      if (ancestors.includes(value)) return false;
-      ancestors.push(value);
-      let plain = true;
+      if (depth === FAST_CHECK_MAX_DEPTH) return false;
       if (Array.isArray(value)) {
-        for (let i = 0; plain && i < value.length; i++) plain = isPlainJson(value[i], ancestors);
-      } else {
-        const proto = Object.getPrototypeOf(value);
-        if (proto !== Object.prototype && proto !== null) plain = false;
-        else for (const item of Object.values(value)) if (!(plain = isPlainJson(item, ancestors))) break;
+        for (let i = 0; i < value.length; i++) if (!isPlainJson(value[i], depth + 1)) return false;
+        return true;
       }
-      ancestors.pop();
-      return plain;
+      const proto = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) return false;
+      // A plain object inherits no enumerable properties, so `for…in` sees its own ones.
+      for (const key in value) if (!isPlainJson((value as Record<string, unknown>)[key], depth + 1)) return false;
+      return true;
     }
     default:
       return false;
   }
 }
 
-/** Throws the `E_INVALID_VALUE` that says where in `value` the non-JSON part is. */
-function explainNonJson(value: unknown, what: string): never {
+/** Throws the `E_INVALID_VALUE` that says where in `value` the non-JSON part is, if there is one. */
+function assertJsonValueSlowly(value: unknown, what: string): void {
   const seen = new Set<object>();
   const visit = (current: unknown, path: string): void => {
     switch (typeof current) {
@@ -69,7 +73,8 @@ function explainNonJson(value: unknown, what: string): never {
         if (seen.has(current)) fail(path, 'contains a cycle');
         seen.add(current);
         if (Array.isArray(current)) {
-          current.forEach((item, index) => visit(item, `${path}[${index}]`));
+          // Indexed, so that a hole is seen (as undefined).
+          for (let index = 0; index < current.length; index++) visit(current[index], `${path}[${index}]`);
         } else {
           const proto = Object.getPrototypeOf(current);
           if (proto !== Object.prototype && proto !== null) {
@@ -88,7 +93,6 @@ function explainNonJson(value: unknown, what: string): never {
     throw new StowageError('E_INVALID_VALUE', `${path} ${problem}`);
   };
   visit(value, what);
-  throw new StowageError('E_INVALID_VALUE', `${what} is not plain JSON (an array with holes?)`);
 }
 
 /** Plain JSON, strict: values that would not come back identical are rejected up front. */

@@ -63,3 +63,25 @@ describe('assertJsonValue on arrays with holes', () => {
     expect(() => assertJsonValue([1, , 3])).toThrow(expect.objectContaining({ code: 'E_INVALID_VALUE' }));
   });
 });
+
+describe('assertJsonValue on deep values', () => {
+  const nested = (depth: number, leaf: unknown): unknown => {
+    let value: unknown = leaf;
+    for (let i = 0; i < depth; i++) value = i % 2 === 0 ? { child: value } : [value];
+    return value;
+  };
+
+  it('accepts JSON nested deeper than the fast check goes', () => {
+    expect(code(() => assertJsonValue(nested(3000, 'leaf')))).toBe('ok');
+  });
+
+  it('finds a bad leaf or a cycle deep down, and says where', () => {
+    expect(() => assertJsonValue(nested(3000, Number.NaN))).toThrow(expect.objectContaining({ code: 'E_INVALID_VALUE', message: expect.stringContaining('NaN is not a finite number') }));
+    const top: Record<string, unknown> = {};
+    let bottom = top;
+    for (let i = 0; i < 1500; i++) bottom = (bottom.next = {}) as Record<string, unknown>;
+    bottom.next = top;
+    expect(() => assertJsonValue(top)).toThrow(expect.objectContaining({ code: 'E_INVALID_VALUE', message: expect.stringContaining('contains a cycle') }));
+    expect(() => assertJsonValue({ a: [1, 2, { b: undefined }] })).toThrow(expect.objectContaining({ message: 'value.a[2].b is undefined, which JSON cannot hold' }));
+  });
+});

@@ -1,17 +1,25 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { StowageError, describeType } from '@stowage/core';
-import { toStowageError } from './errors.js';
+import { sqlState, toStowageError } from './errors.js';
 
 /**
  * The slice of a `pg.Pool` stowage uses. Any `pg.Pool` fits; the interface is structural so
  * the published types do not depend on `@types/pg`.
  */
 export interface PostgresPool {
-  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  query(statement: string | PostgresStatement, values?: unknown[]): Promise<PostgresQueryResult>;
   connect(): Promise<PostgresPoolClient>;
   end(): Promise<void>;
   /** `pg.Pool` keeps its configuration here; stowage reads it to open its LISTEN connection. */
   readonly options?: object;
+}
+
+/** A statement as `pg` takes it; `name` makes it a prepared statement. */
+export interface PostgresStatement {
+  text: string;
+  values?: unknown[];
+  name?: string;
 }
 
 export interface PostgresPoolClient {
@@ -62,9 +70,21 @@ export interface PostgresConnectionOptions {
   existingPool?: PostgresPool;
   /** `application_name` of the connections stowage opens (default `"stowage"`). */
   applicationName?: string;
+  /**
+   * Run statements as named prepared statements, parsed and planned once per connection
+   * (default true). Turn off behind a pooler that shares server sessions between clients
+   * without tracking prepared statements (PgBouncer < 1.21 in transaction mode); stowage also
+   * turns it off by itself when the server reports such a mix-up.
+   */
+  preparedStatements?: boolean;
 }
 
 export const DEFAULT_APPLICATION_NAME = 'stowage';
+
+const DUPLICATE_PREPARED_STATEMENT = '42P05';
+const UNKNOWN_PREPARED_STATEMENT = '26000';
+/** Stores send a fixed set of texts; this bounds the cache should that ever change. */
+const MAX_PREPARED_STATEMENTS = 500;
 
 function isPool(value: unknown): value is PostgresPool {
   return (
@@ -82,11 +102,14 @@ function isPool(value: unknown): value is PostgresPool {
 export class PostgresConnection {
   readonly pool: PostgresPool;
   readonly ownsPool: boolean;
+  #prepare: boolean;
+  readonly #statementNames = new Map<string, string>();
   #ending: Promise<void> | undefined;
 
-  constructor(pool: PostgresPool, ownsPool: boolean) {
+  constructor(pool: PostgresPool, ownsPool: boolean, preparedStatements = true) {
     this.pool = pool;
     this.ownsPool = ownsPool;
+    this.#prepare = preparedStatements;
   }
 
   /** Builds the connection described by `options`; throws `E_INVALID_OPTION` for bad settings. */
@@ -95,11 +118,15 @@ export class PostgresConnection {
     if (options === null || typeof options !== 'object') {
       throw new StowageError('E_INVALID_OPTION', `options must be a URL or an object, got ${describeType(options)}`);
     }
+    const prepare = options.preparedStatements ?? true;
+    if (typeof prepare !== 'boolean') {
+      throw new StowageError('E_INVALID_OPTION', `preparedStatements must be a boolean, got ${describeType(prepare)}`);
+    }
     const given = options.existingPool ?? (isPool(options.pool) ? options.pool : undefined);
     if (options.existingPool !== undefined && !isPool(options.existingPool)) {
       throw new StowageError('E_INVALID_OPTION', 'existingPool must be a pg.Pool');
     }
-    if (given) return new PostgresConnection(given, false);
+    if (given) return new PostgresConnection(given, false, prepare);
 
     const poolOptions = options.pool ?? {};
     if (typeof poolOptions !== 'object' || poolOptions === null) {
@@ -129,16 +156,39 @@ export class PostgresConnection {
     // An idle client that loses its server (restart, failover) emits 'error' on the pool;
     // without a listener Node would crash. The next query gets a fresh client.
     pool.on('error', () => undefined);
-    return new PostgresConnection(pool as unknown as PostgresPool, true);
+    return new PostgresConnection(pool as unknown as PostgresPool, true, prepare);
   }
 
-  /** Runs one statement (one round trip), turning driver errors into `StowageError`s. */
+  /**
+   * Runs one statement (one round trip), turning driver errors into `StowageError`s. A statement
+   * with parameters runs as a named prepared statement, so the server parses and plans it once
+   * per connection instead of on every call.
+   */
   async query(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
+    const name = this.#prepare && values !== undefined ? this.#statementName(text) : undefined;
     try {
-      return await this.pool.query(text, values);
+      return await (name === undefined ? this.pool.query(text, values) : this.pool.query({ name, text, values }));
     } catch (error) {
+      const state = sqlState(error);
+      if (name !== undefined && (state === DUPLICATE_PREPARED_STATEMENT || state === UNKNOWN_PREPARED_STATEMENT)) {
+        // The server session is not the one this client prepared on (a pooler in transaction
+        // mode, PGlite's one shared session). The statement did not run: run it unnamed, and
+        // stop preparing on this connection.
+        this.#prepare = false;
+        return this.query(text, values);
+      }
       throw toStowageError(error);
     }
+  }
+
+  /** A name derived from the text, so every connection and process uses the same one. */
+  #statementName(text: string): string | undefined {
+    let name = this.#statementNames.get(text);
+    if (name === undefined && this.#statementNames.size < MAX_PREPARED_STATEMENTS) {
+      name = `stowage_${createHash('sha256').update(text).digest('base64url').slice(0, 24)}`;
+      this.#statementNames.set(text, name);
+    }
+    return name;
   }
 
   /** Ends the pool if stowage created it; a pool passed in is left open. */

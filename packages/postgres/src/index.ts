@@ -29,6 +29,7 @@ export type {
   PostgresConnectionOptions,
   PostgresPool,
   PostgresPoolClient,
+  PostgresStatement,
   PostgresPoolOptions,
   PostgresQueryResult,
 } from './connection.js';

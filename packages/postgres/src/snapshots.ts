@@ -114,19 +114,19 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
 
   async load(id: string): Promise<TSnapshot | null> {
     this.assertOpen();
-    const { rows } = await this.run(`SELECT snapshot::text AS snapshot FROM ${this.#table} WHERE id = $1`, [this.#key(id)]);
-    return rows.length === 0 ? null : (JSON.parse(rows[0].snapshot) as TSnapshot);
+    const { rows } = await this.run(`SELECT snapshot FROM ${this.#table} WHERE id = $1`, [this.#key(id)]);
+    return rows.length === 0 ? null : parsedSnapshot<TSnapshot>(rows[0].snapshot);
   }
 
   async loadVersioned(id: string): Promise<VersionedSnapshot<TSnapshot> | null> {
     this.assertOpen();
     const { rows } = await this.run(
-      `SELECT snapshot::text AS snapshot, version, ${epochMs('updated_at')} AS updated_at FROM ${this.#table} WHERE id = $1`,
+      `SELECT snapshot, version, ${epochMs('updated_at')} AS updated_at FROM ${this.#table} WHERE id = $1`,
       [this.#key(id)],
     );
     if (rows.length === 0) return null;
     return {
-      snapshot: JSON.parse(rows[0].snapshot) as TSnapshot,
+      snapshot: parsedSnapshot<TSnapshot>(rows[0].snapshot),
       version: Number(rows[0].version),
       updatedAt: new Date(Number(rows[0].updated_at)).toISOString(),
     };
@@ -234,6 +234,14 @@ export class PostgresLockingSnapshotStore<TSnapshot extends object = WorkflowSna
     assertValidDuration(ttl, 'ttlMs');
     return ttl;
   }
+}
+
+/**
+ * The `json` column as a value: pg parses `json` itself (with `JSON.parse`, the default type
+ * parser), so the text is parsed once. A pool whose parser was turned off hands back text.
+ */
+function parsedSnapshot<TSnapshot>(column: unknown): TSnapshot {
+  return (typeof column === 'string' ? JSON.parse(column) : column) as TSnapshot;
 }
 
 function snapshotSetup(options: PostgresSnapshotStoreOptions | string): StoreSetup {

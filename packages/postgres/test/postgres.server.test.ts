@@ -384,6 +384,45 @@ describeServer('postgres server specifics', () => {
     await counting.end();
   });
 
+  test('statements are prepared once per connection; a session that lost or already holds them falls back to unnamed statements', async () => {
+    const tables = freshTables();
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const prepared = async () =>
+      (await pool.query(`SELECT name FROM pg_prepared_statements WHERE name LIKE 'stowage\\_%'`)).rows.map((row) => row.name as string);
+
+    const kv = new PostgresKeyValueStore({ pool, table: tables.kv });
+    await kv.set('a', '1');
+    expect(await kv.get('a')).toBe('1');
+    const names = await prepared();
+    expect(names.length, 'kv.set and kv.get').toBe(2);
+
+    // A pooler may hand the client another session: pg believes the statement is prepared, the
+    // server does not know it (26000). The call still succeeds, unnamed from then on.
+    await pool.query('DEALLOCATE ALL');
+    expect(await kv.get('a')).toBe('1');
+    await kv.set('a', '2');
+    expect(await prepared(), 'no statement prepared again after the fallback').toEqual([]);
+    await kv.close();
+
+    // A session shared with another client that prepared the same statement (PGlite's socket
+    // server) answers the Parse with 42P05: also run unnamed.
+    const other = new PostgresKeyValueStore({ pool, table: tables.kv });
+    await pool.query(`PREPARE ${names[0]} AS SELECT 1`);
+    await pool.query(`PREPARE ${names[1]} AS SELECT 1`);
+    expect(await other.get('a')).toBe('2');
+    await other.set('a', '3');
+    expect(await other.get('a')).toBe('3');
+    await other.close();
+
+    const unprepared = new PostgresKeyValueStore({ pool, table: tables.kv, preparedStatements: false });
+    await pool.query('DEALLOCATE ALL');
+    expect(await unprepared.get('a')).toBe('3');
+    expect(await prepared()).toEqual([]);
+    await expectCode(Promise.resolve().then(() => new PostgresKeyValueStore({ pool, preparedStatements: 'yes' as never })), 'E_INVALID_OPTION');
+    await unprepared.close();
+    await pool.end();
+  });
+
   test('driver errors map to E_UNAVAILABLE and E_TIMEOUT with the driver error as cause', async () => {
     const unreachable = new PostgresKeyValueStore({ url: 'postgresql://postgres@127.0.0.1:1/test', pool: { connectionTimeoutMillis: 2000 } });
     const refused = (await expectCode(unreachable.get('k'), 'E_UNAVAILABLE')) as Error;

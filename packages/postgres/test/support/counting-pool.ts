@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { PostgresPool, PostgresPoolClient } from '../../src/index.js';
+import type { PostgresPool, PostgresPoolClient, PostgresStatement } from '../../src/index.js';
 
 /**
  * A `pg.Pool` seen through a counter: every statement sent through it (by `pool.query` or by a
@@ -25,9 +25,9 @@ export class CountingPool implements PostgresPool {
     this.statements = [];
   }
 
-  query(text: string, values?: unknown[]) {
-    this.statements.push(text);
-    return this.#pool.query(text, values);
+  query(statement: string | PostgresStatement, values?: unknown[]) {
+    this.statements.push(typeof statement === 'string' ? statement : statement.text);
+    return this.#pool.query(statement, values);
   }
 
   async connect(): Promise<PostgresPoolClient> {
