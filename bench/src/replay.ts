@@ -72,7 +72,14 @@ export interface Replayer {
 
 const TRANSACTION_START = /^\s*(begin|start\s+transaction)\b/i;
 
-/** Replays captured pg statements on `pool`; a captured transaction runs on one dedicated client. */
+/** The server says the session does not hold, or already holds, a prepared statement. */
+const PREPARED_STATEMENT_MIX_UP = new Set(['42P05', '26000']);
+
+/**
+ * Replays captured pg statements on `pool`; a captured transaction runs on one dedicated client.
+ * Named (prepared) statements stay named, and like stowage the replay drops the name for good
+ * when the session turns out to be shared (PGlite's socket server: 42P05).
+ */
 export function pgReplayer(pool: pg.Pool, statements: readonly PgStatement[]): Replayer {
   const compiled = statements.map((s) => ({
     text: s.text,
@@ -86,10 +93,19 @@ export function pgReplayer(pool: pg.Pool, statements: readonly PgStatement[]): R
     if (c.values !== null) out.values = c.values.template(keyOf) as unknown[];
     return out;
   };
+  const runOne = async (on: pg.Pool | pg.PoolClient, c: (typeof compiled)[number], keyOf: KeyOf): Promise<unknown> => {
+    try {
+      return await on.query(config(c, keyOf));
+    } catch (error) {
+      if (c.name === undefined || !PREPARED_STATEMENT_MIX_UP.has((error as { code?: string }).code ?? '')) throw error;
+      c.name = undefined;
+      return on.query(config(c, keyOf));
+    }
+  };
   const transactional = statements.some((s) => TRANSACTION_START.test(s.text));
   if (compiled.length === 1) {
     const only = compiled[0]!;
-    return { markers, run: (keyOf) => pool.query(config(only, keyOf)) };
+    return { markers, run: (keyOf) => runOne(pool, only, keyOf) };
   }
   if (transactional) {
     return {
@@ -97,7 +113,7 @@ export function pgReplayer(pool: pg.Pool, statements: readonly PgStatement[]): R
       run: async (keyOf) => {
         const client = await pool.connect();
         try {
-          for (const c of compiled) await client.query(config(c, keyOf));
+          for (const c of compiled) await runOne(client, c, keyOf);
         } finally {
           client.release();
         }
@@ -107,7 +123,7 @@ export function pgReplayer(pool: pg.Pool, statements: readonly PgStatement[]): R
   return {
     markers,
     run: async (keyOf) => {
-      for (const c of compiled) await pool.query(config(c, keyOf));
+      for (const c of compiled) await runOne(pool, c, keyOf);
     },
   };
 }

@@ -71,8 +71,7 @@ export class MongoCacheProvider extends MongoResource<KeyValueDocument> implemen
     this.lifecycle.assertOpen();
     assertValidKey(key);
     return this.run(async ({ collection, time }) => {
-      const filter = { _id: this.prefix + key, ...time.liveValue() };
-      return (await collection.findOne(filter, { projection: { _id: 1 } })) !== null;
+      return (await time.findLiveValue(collection, this.prefix + key, { _id: 1 })) !== null;
     });
   }
 
@@ -115,7 +114,7 @@ export class MongoCacheProvider extends MongoResource<KeyValueDocument> implemen
 
   /** The decoded value, or `null` when missing or expired (a stored `null` comes back as `{ value: null }`). */
   async #read({ collection, time }: ReadyStore<KeyValueDocument>, key: string): Promise<{ value: unknown } | null> {
-    const document = await collection.findOne({ _id: this.prefix + key, ...time.liveValue() }, { projection: { value: 1 } });
+    const document = await time.findLiveValue(collection, this.prefix + key, { value: 1 });
     return document === null ? null : { value: this.#codec.decode(document.value) };
   }
 }

@@ -1,4 +1,4 @@
-import type { Document } from 'mongodb';
+import type { Collection, Document, Filter } from 'mongodb';
 import type { MongoDialect, ServerFeatures } from './server-features.js';
 
 /**
@@ -62,6 +62,26 @@ export class ServerTime {
   /** Filter: value documents that have not expired. */
   liveValue(now = this.now()): Document {
     return this.dialect === 'pipeline' ? { $expr: VALUE_IS_LIVE } : { $or: [{ expiresAt: null }, { expiresAt: { $gt: now } }] };
+  }
+
+  /**
+   * The value document with this `_id` if it has not expired, else `null`. Classic dialect: the
+   * filter is the `_id` alone and expiry is checked here, against the same server time a filter
+   * would carry, because servers without `$$NOW` (FerretDB 1.x) use the `_id` index only for a
+   * filter on `_id` alone and scan the collection for anything more.
+   */
+  async findLiveValue<T extends Document>(
+    collection: Collection<T>,
+    _id: string,
+    projection?: Document,
+  ): Promise<T | null> {
+    if (this.dialect === 'pipeline') {
+      return (await collection.findOne({ _id, $expr: VALUE_IS_LIVE } as Document as Filter<T>, { projection })) as T | null;
+    }
+    const now = this.now();
+    const document = await collection.findOne({ _id } as Document as Filter<T>, { projection: projection && { ...projection, expiresAt: 1 } });
+    const expiresAt: unknown = document?.expiresAt;
+    return document === null || (expiresAt instanceof Date && expiresAt <= now) ? null : (document as T);
   }
 
   /** Filter: value documents that have expired (and so count as absent). */

@@ -50,7 +50,7 @@ export class MongoKeyValueStore extends MongoResource<KeyValueDocument> implemen
     this.lifecycle.assertOpen();
     assertValidKey(key);
     return this.run(async ({ collection, time }) => {
-      const document = await collection.findOne({ _id: key, ...time.liveValue() }, { projection: { value: 1 } });
+      const document = await time.findLiveValue(collection, key, { value: 1 });
       return document?.value ?? null;
     });
   }
@@ -73,7 +73,7 @@ export class MongoKeyValueStore extends MongoResource<KeyValueDocument> implemen
     this.lifecycle.assertOpen();
     assertValidKey(key);
     return this.run(async ({ collection, time }) => {
-      return (await collection.findOne({ _id: key, ...time.liveValue() }, { projection: { _id: 1 } })) !== null;
+      return (await time.findLiveValue(collection, key, { _id: 1 })) !== null;
     });
   }
 
@@ -121,7 +121,7 @@ export class MongoKeyValueStore extends MongoResource<KeyValueDocument> implemen
     this.lifecycle.assertOpen();
     assertValidKey(key);
     return this.run(async ({ collection, time }) => {
-      const document = await collection.findOne({ _id: key, ...time.liveValue() });
+      const document = await time.findLiveValue(collection, key);
       return document === null ? null : { key: document._id, value: document.value, ...entryInfo(document) };
     });
   }

@@ -91,11 +91,14 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
     this.assertOpen();
     const stored = storedKeys(keys);
     if (stored.length === 0) return [];
-    const { rows } = await this.run(`SELECT key, value FROM ${this.#table} WHERE key = ANY($1::text[]) AND ${LIVE}`, [
-      [...new Set(stored)],
-    ]);
-    const found = new Map<string, string>(rows.map((row: { key: string; value: Buffer }) => [row.key, decode(row.value)]));
-    return stored.map((key) => found.get(key) ?? null);
+    // `= ANY` matches each row once, however often its key is repeated in the array.
+    const { rows } = await this.run(`SELECT key, value FROM ${this.#table} WHERE key = ANY($1::text[]) AND ${LIVE}`, [stored]);
+    const found = new Map<string, Buffer>();
+    for (const row of rows as { key: string; value: Buffer }[]) found.set(row.key, row.value);
+    return stored.map((key) => {
+      const value = found.get(key);
+      return value === undefined ? null : decode(value);
+    });
   }
 
   async setMany(entries: readonly KeyValueWrite[]): Promise<void> {
