@@ -185,7 +185,7 @@ export class PostgresConnection {
   #statementName(text: string): string | undefined {
     let name = this.#statementNames.get(text);
     if (name === undefined && this.#statementNames.size < MAX_PREPARED_STATEMENTS) {
-      name = `stowage_${createHash('sha256').update(text).digest('base64url').slice(0, 24)}`;
+      name = `stowage_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
       this.#statementNames.set(text, name);
     }
     return name;

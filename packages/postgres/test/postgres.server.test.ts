@@ -407,8 +407,8 @@ describeServer('postgres server specifics', () => {
     // A session shared with another client that prepared the same statement (PGlite's socket
     // server) answers the Parse with 42P05: also run unnamed.
     const other = new PostgresKeyValueStore({ pool, table: tables.kv });
-    await pool.query(`PREPARE ${names[0]} AS SELECT 1`);
-    await pool.query(`PREPARE ${names[1]} AS SELECT 1`);
+    await pool.query(`PREPARE "${names[0]}" AS SELECT 1`);
+    await pool.query(`PREPARE "${names[1]}" AS SELECT 1`);
     expect(await other.get('a')).toBe('2');
     await other.set('a', '3');
     expect(await other.get('a')).toBe('3');
