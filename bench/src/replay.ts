@@ -72,13 +72,11 @@ export interface Replayer {
 
 const TRANSACTION_START = /^\s*(begin|start\s+transaction)\b/i;
 
-/** The server says the session does not hold, or already holds, a prepared statement. */
-const PREPARED_STATEMENT_MIX_UP = new Set(['42P05', '26000']);
-
 /**
  * Replays captured pg statements on `pool`; a captured transaction runs on one dedicated client.
- * Named (prepared) statements stay named, and like stowage the replay drops the name for good
- * when the session turns out to be shared (PGlite's socket server: 42P05).
+ * Named (prepared) statements stay named and, like stowage, the replay adapts when the server
+ * objects: on a session shared by several clients (PGlite's socket server, 42P05) each client
+ * gets names of its own; when the session does not know the name (26000) it goes unnamed.
  */
 export function pgReplayer(pool: pg.Pool, statements: readonly PgStatement[]): Replayer {
   const compiled = statements.map((s) => ({
@@ -87,19 +85,36 @@ export function pgReplayer(pool: pg.Pool, statements: readonly PgStatement[]): R
     values: s.values === undefined ? null : compileTemplate(s.values),
   }));
   const markers = compiled.reduce((sum, c) => sum + (c.values?.markers ?? 0), 0);
-  const config = (c: (typeof compiled)[number], keyOf: KeyOf): pg.QueryConfig => {
+  let naming: 'shared' | 'per-client' | 'off' = 'shared';
+  const clientNames = new WeakMap<object, number>();
+  let clients = 0;
+  const config = (c: (typeof compiled)[number], keyOf: KeyOf, client: object): pg.QueryConfig => {
     const out: pg.QueryConfig = { text: c.text };
-    if (c.name !== undefined) out.name = c.name;
+    if (c.name !== undefined && naming === 'shared') out.name = c.name;
+    if (c.name !== undefined && naming === 'per-client') {
+      if (!clientNames.has(client)) clientNames.set(client, ++clients);
+      out.name = `${c.name}_raw${clientNames.get(client)}`;
+    }
     if (c.values !== null) out.values = c.values.template(keyOf) as unknown[];
     return out;
   };
   const runOne = async (on: pg.Pool | pg.PoolClient, c: (typeof compiled)[number], keyOf: KeyOf): Promise<unknown> => {
+    const mode = naming;
     try {
-      return await on.query(config(c, keyOf));
+      if (mode === 'per-client' && c.name !== undefined && on === pool) {
+        const client = await pool.connect();
+        try {
+          return await client.query(config(c, keyOf, client));
+        } finally {
+          client.release();
+        }
+      }
+      return await on.query(config(c, keyOf, on));
     } catch (error) {
-      if (c.name === undefined || !PREPARED_STATEMENT_MIX_UP.has((error as { code?: string }).code ?? '')) throw error;
-      c.name = undefined;
-      return on.query(config(c, keyOf));
+      const code = (error as { code?: string }).code;
+      if (c.name === undefined || mode === 'off' || (code !== '42P05' && code !== '26000')) throw error;
+      naming = mode === 'shared' && code === '42P05' ? 'per-client' : 'off';
+      return runOne(on, c, keyOf);
     }
   };
   const transactional = statements.some((s) => TRANSACTION_START.test(s.text));

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { StowageError, describeType } from '@stowage/core';
 import { sqlState, toStowageError } from './errors.js';
@@ -23,7 +23,7 @@ export interface PostgresStatement {
 }
 
 export interface PostgresPoolClient {
-  query(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  query(statement: string | PostgresStatement, values?: unknown[]): Promise<PostgresQueryResult>;
   release(error?: Error | boolean): void;
 }
 
@@ -81,10 +81,29 @@ export interface PostgresConnectionOptions {
 
 export const DEFAULT_APPLICATION_NAME = 'stowage';
 
+/**
+ * How statements with parameters are sent:
+ * - `shared`: named after their text, the same name on every connection (the default);
+ * - `per-client`: named after their text and the pg client, when the server answers a Parse
+ *   with "already exists" (42P05): several clients share one server session, as with PGlite's
+ *   socket server, so a name one client prepared is there for the others, unknown to their pg;
+ * - `off`: unnamed, parsed and planned on every call: `preparedStatements: false`, or the server
+ *   did not know a statement the client had prepared (26000: a pooler swapped the session).
+ */
+type PreparedStatementMode = 'shared' | 'per-client' | 'off';
+
 const DUPLICATE_PREPARED_STATEMENT = '42P05';
 const UNKNOWN_PREPARED_STATEMENT = '26000';
 /** Stores send a fixed set of texts; this bounds the cache should that ever change. */
 const MAX_PREPARED_STATEMENTS = 500;
+/**
+ * In `per-client` mode, clients beyond this many run unnamed: prepared statements live as long
+ * as the shared session, not the client, so the count of names must stay bounded.
+ */
+const MAX_NAMING_CLIENTS = 64;
+/** Keeps per-client names of different processes on one shared session apart. */
+const PROCESS_TAG = randomBytes(4).toString('hex');
+let clientSerial = 0;
 
 function isPool(value: unknown): value is PostgresPool {
   return (
@@ -102,14 +121,17 @@ function isPool(value: unknown): value is PostgresPool {
 export class PostgresConnection {
   readonly pool: PostgresPool;
   readonly ownsPool: boolean;
-  #prepare: boolean;
+  #prepared: PreparedStatementMode;
   readonly #statementNames = new Map<string, string>();
+  /** Per-client name suffixes (`per-client` mode), and how many clients got one. */
+  readonly #clientSuffixes = new WeakMap<object, string>();
+  #namingClients = 0;
   #ending: Promise<void> | undefined;
 
   constructor(pool: PostgresPool, ownsPool: boolean, preparedStatements = true) {
     this.pool = pool;
     this.ownsPool = ownsPool;
-    this.#prepare = preparedStatements;
+    this.#prepared = preparedStatements ? 'shared' : 'off';
   }
 
   /** Builds the connection described by `options`; throws `E_INVALID_OPTION` for bad settings. */
@@ -162,19 +184,20 @@ export class PostgresConnection {
   /**
    * Runs one statement (one round trip), turning driver errors into `StowageError`s. A statement
    * with parameters runs as a named prepared statement, so the server parses and plans it once
-   * per connection instead of on every call.
+   * per connection instead of on every call (see {@link PreparedStatementMode}).
    */
   async query(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
-    const name = this.#prepare && values !== undefined ? this.#statementName(text) : undefined;
+    const name = values === undefined || this.#prepared === 'off' ? undefined : this.#statementName(text);
+    const mode = name === undefined ? 'off' : this.#prepared;
     try {
-      return await (name === undefined ? this.pool.query(text, values) : this.pool.query({ name, text, values }));
+      if (mode === 'off') return await this.pool.query(text, values);
+      if (mode === 'shared') return await this.pool.query({ name, text, values });
+      return await this.#queryWithClientName(name!, text, values);
     } catch (error) {
       const state = sqlState(error);
-      if (name !== undefined && (state === DUPLICATE_PREPARED_STATEMENT || state === UNKNOWN_PREPARED_STATEMENT)) {
-        // The server session is not the one this client prepared on (a pooler in transaction
-        // mode, PGlite's one shared session). The statement did not run: run it unnamed, and
-        // stop preparing on this connection.
-        this.#prepare = false;
+      if (mode !== 'off' && (state === DUPLICATE_PREPARED_STATEMENT || state === UNKNOWN_PREPARED_STATEMENT)) {
+        // The statement did not run (Parse or Bind failed), so it is safe to run it again.
+        this.#prepared = mode === 'shared' && state === DUPLICATE_PREPARED_STATEMENT ? 'per-client' : 'off';
         return this.query(text, values);
       }
       throw toStowageError(error);
@@ -185,10 +208,30 @@ export class PostgresConnection {
   #statementName(text: string): string | undefined {
     let name = this.#statementNames.get(text);
     if (name === undefined && this.#statementNames.size < MAX_PREPARED_STATEMENTS) {
-      name = `stowage_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
+      name = `stowage_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`;
       this.#statementNames.set(text, name);
     }
     return name;
+  }
+
+  /** Runs the statement under a name only this pg client uses (see `per-client`). */
+  async #queryWithClientName(name: string, text: string, values: unknown[] | undefined): Promise<PostgresQueryResult> {
+    const client = await this.pool.connect();
+    let suffix = this.#clientSuffixes.get(client);
+    if (suffix === undefined && this.#namingClients < MAX_NAMING_CLIENTS) {
+      this.#namingClients++;
+      suffix = `${PROCESS_TAG}${++clientSerial}`;
+      this.#clientSuffixes.set(client, suffix);
+    }
+    try {
+      const result = await client.query(suffix === undefined ? { text, values } : { name: `${name}_${suffix}`, text, values });
+      client.release();
+      return result;
+    } catch (error) {
+      // As pool.query does: a client that failed a query is not reused.
+      client.release(error instanceof Error ? error : true);
+      throw error;
+    }
   }
 
   /** Ends the pool if stowage created it; a pool passed in is left open. */

@@ -1,6 +1,7 @@
 import { startEmbeddedPostgres } from '@stowage/test-env';
 import { afterAll, expect, test } from 'vitest';
-import { PostgresLockProvider, createPostgresPersistence } from '../src/index.js';
+import pg from 'pg';
+import { PostgresKeyValueStore, PostgresLockProvider, createPostgresPersistence } from '../src/index.js';
 import { uniqueSuffix } from './support/context.js';
 
 /**
@@ -36,4 +37,23 @@ test('createPostgresPersistence works on PGlite', async () => {
   await store.save('wf', snapshot);
   expect(await store.load('wf')).toEqual(snapshot);
   await store.close();
+});
+
+test('statements stay prepared on the shared session: each pg client gets names of its own', async () => {
+  const table = `kv_${uniqueSuffix()}`;
+  const first = new PostgresKeyValueStore({ ...options(), table });
+  const second = new PostgresKeyValueStore({ ...options(), table });
+  await first.set('a', '1');
+  // The second pool's client meets the name the first one prepared (42P05) and names its own.
+  expect(await second.get('a')).toBe('1');
+  await second.set('a', '2');
+  expect(await first.get('a')).toBe('2');
+  const inspector = new pg.Client({ connectionString: embedded.url });
+  await inspector.connect();
+  const { rows } = await inspector.query(`SELECT name FROM pg_prepared_statements WHERE name LIKE 'stowage\\_%'`);
+  await inspector.end();
+  const names = rows.map((row: { name: string }) => row.name);
+  expect(names.filter((name) => /^stowage_[0-9a-f]{24}$/.test(name)).length, names.join(' ')).toBeGreaterThan(0);
+  expect(names.filter((name) => /^stowage_[0-9a-f]{24}_[0-9a-f]{8}\d+$/.test(name)).length, names.join(' ')).toBeGreaterThan(0);
+  await Promise.all([first.close(), second.close()]);
 });

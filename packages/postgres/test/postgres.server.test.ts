@@ -405,13 +405,16 @@ describeServer('postgres server specifics', () => {
     await kv.close();
 
     // A session shared with another client that prepared the same statement (PGlite's socket
-    // server) answers the Parse with 42P05: also run unnamed.
+    // server) answers the Parse with 42P05: from then on the names include the pg client.
     const other = new PostgresKeyValueStore({ pool, table: tables.kv });
     await pool.query(`PREPARE "${names[0]}" AS SELECT 1`);
     await pool.query(`PREPARE "${names[1]}" AS SELECT 1`);
     expect(await other.get('a')).toBe('2');
     await other.set('a', '3');
     expect(await other.get('a')).toBe('3');
+    const perClient = (await prepared()).filter((name) => !names.includes(name));
+    expect(perClient).toHaveLength(2);
+    for (const name of perClient) expect(names.some((shared) => name.startsWith(`${shared}_`)), name).toBe(true);
     await other.close();
 
     const unprepared = new PostgresKeyValueStore({ pool, table: tables.kv, preparedStatements: false });
