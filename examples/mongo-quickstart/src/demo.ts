@@ -112,6 +112,10 @@ export async function runCheckoutDemo({ url, log = console.log }: DemoOptions): 
     const crashId = `checkout-${runId}-crash`;
     log('');
     log(`Scene 1: a worker crashes between the two steps of ${crashId}`);
+    // Worker 2 is started now and waits for a signal, so that it tries the workflow the moment
+    // worker 1 has died (within worker 1's lease), however slowly processes start here.
+    const worker2 = startWorker('worker 2', [crashId, '--retry-while-locked', '--wait-for-go'], url, log);
+    await worker2.next('ready');
     const worker1 = startWorker('worker 1', [crashId, '--crash-after', 'fetch-user'], url, log);
     const crashedWorkerExitCode = await worker1.exited;
     check(`worker 1 died on purpose (exit code ${crashedWorkerExitCode})`, crashedWorkerExitCode === CRASH_EXIT_CODE);
@@ -127,8 +131,8 @@ export async function runCheckoutDemo({ url, log = console.log }: DemoOptions): 
     );
 
     log('');
-    log('  starting worker 2 on the same workflow id (it waits until the dead worker\'s lease runs out)');
-    const worker2 = startWorker('worker 2', [crashId, '--retry-while-locked'], url, log);
+    log('  worker 2 now runs the same workflow id (it waits until the dead worker\'s lease runs out)');
+    worker2.send('go');
     const worker2Exit = await worker2.exited;
     const resumedOutcome = worker2.messages.find((message) => message.type === 'finished');
     const callsAfterResume = await sideEffects.calls(crashId);
@@ -144,8 +148,8 @@ export async function runCheckoutDemo({ url, log = console.log }: DemoOptions): 
     log('');
     log(`Scene 2: two workers start ${raceId} at the same moment`);
     const racers = [
-      startWorker('worker A', [raceId, '--wait-for-go'], url, log),
-      startWorker('worker B', [raceId, '--wait-for-go'], url, log),
+      startWorker('worker A', [raceId, '--wait-for-go', '--hold-fetch-user'], url, log),
+      startWorker('worker B', [raceId, '--wait-for-go', '--hold-fetch-user'], url, log),
     ];
     await Promise.all(racers.map((racer) => racer.next('ready')));
     log('  both connected; go!');

@@ -1,7 +1,7 @@
 /**
  * One worker process: runs the checkout for one workflow id on @stowage/mongo.
  *
- *   MONGODB_URI=... node src/worker.ts <workflow-id> [--crash-after fetch-user] [--wait-for-go] [--retry-while-locked]
+ *   MONGODB_URI=... node src/worker.ts <workflow-id> [--crash-after fetch-user] [--wait-for-go] [--hold-fetch-user] [--retry-while-locked]
  */
 import { parseArgs } from 'node:util';
 import { MongoClient } from 'mongodb';
@@ -17,13 +17,14 @@ const { positionals, values } = parseArgs({
   options: {
     'crash-after': { type: 'string' },
     'wait-for-go': { type: 'boolean', default: false },
+    'hold-fetch-user': { type: 'boolean', default: false },
     'retry-while-locked': { type: 'boolean', default: false },
   },
 });
 const workflowId = positionals[0];
 const url = process.env.MONGODB_URI;
 if (!workflowId || !url) {
-  console.error('usage: MONGODB_URI=... node src/worker.ts <workflow-id> [--crash-after <step-key>] [--wait-for-go] [--retry-while-locked]');
+  console.error('usage: MONGODB_URI=... node src/worker.ts <workflow-id> [--crash-after <step-key>] [--wait-for-go] [--hold-fetch-user] [--retry-while-locked]');
   process.exit(2);
 }
 
@@ -50,7 +51,7 @@ const nextMessage = (expected: DemoMessage) =>
 const steps = checkoutSteps(
   workflowId,
   sideEffects,
-  values['wait-for-go']
+  values['hold-fetch-user']
     ? {
         whileFetching: async () => {
           say('  holding fetch-user until the other worker has had its try');
@@ -62,7 +63,7 @@ const steps = checkoutSteps(
 );
 
 if (values['wait-for-go']) {
-  // Line up with the other worker: both start the run the moment the demo says go.
+  // Start the run the moment the demo says go (processes start slowly on a busy machine).
   const go = nextMessage('go');
   report({ type: 'ready' });
   await go;
