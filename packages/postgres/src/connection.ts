@@ -25,6 +25,8 @@ export interface PostgresStatement {
 export interface PostgresPoolClient {
   query(statement: string | PostgresStatement, values?: unknown[]): Promise<PostgresQueryResult>;
   release(error?: Error | boolean): void;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 export interface PostgresQueryResult {
@@ -223,15 +225,26 @@ export class PostgresConnection {
       suffix = `${PROCESS_TAG}${++clientSerial}`;
       this.#clientSuffixes.set(client, suffix);
     }
-    try {
-      const result = await client.query(suffix === undefined ? { text, values } : { name: `${name}_${suffix}`, text, values });
-      client.release();
-      return result;
-    } catch (error) {
-      // As pool.query does: a client that failed a query is not reused.
-      client.release(error instanceof Error ? error : true);
-      throw error;
-    }
+    const statement = suffix === undefined ? { text, values } : { name: `${name}_${suffix}`, text, values };
+    // As pool.query does: while the client is checked out, an error its connection raises
+    // outside the query (a reset socket) fails the call instead of crashing the process, and a
+    // client that failed is not reused.
+    return new Promise<PostgresQueryResult>((resolve, reject) => {
+      let settled = false;
+      const settle = (error: Error | undefined, result?: PostgresQueryResult) => {
+        if (settled) return;
+        settled = true;
+        client.removeListener('error', settle);
+        client.release(error);
+        if (error) reject(error);
+        else resolve(result!);
+      };
+      client.on('error', settle);
+      client.query(statement).then(
+        (result) => settle(undefined, result),
+        (error: unknown) => settle(error instanceof Error ? error : new Error(String(error))),
+      );
+    });
   }
 
   /** Ends the pool if stowage created it; a pool passed in is left open. */

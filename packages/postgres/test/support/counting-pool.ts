@@ -38,6 +38,8 @@ export class CountingPool implements PostgresPool {
         return client.query(text, values);
       },
       release: (error?: Error | boolean) => client.release(error),
+      on: (event: 'error', listener: (error: Error) => void) => client.on(event, listener),
+      removeListener: (event: 'error', listener: (error: Error) => void) => client.removeListener(event, listener),
     };
   }
 
