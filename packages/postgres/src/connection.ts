@@ -74,9 +74,9 @@ export interface PostgresConnectionOptions {
   applicationName?: string;
   /**
    * Run statements as named prepared statements, parsed and planned once per connection
-   * (default true). Turn off behind a pooler that shares server sessions between clients
+   * (default true). Turn off behind a pooler that swaps server sessions under a client
    * without tracking prepared statements (PgBouncer < 1.21 in transaction mode); stowage also
-   * turns it off by itself when the server reports such a mix-up.
+   * adapts by itself when the server reports such a mix-up (see `PreparedStatementMode`).
    */
   preparedStatements?: boolean;
 }
