@@ -49,11 +49,11 @@ const UNREACHABLE_SOCKET_CODES = new Set([
 ]);
 
 /**
- * True for a raw Node socket error (`code` such as `ECONNRESET`) that a driver passed on
- * without wrapping: adapters report it as `E_UNAVAILABLE`. `ETIMEDOUT` is not included;
- * adapters report it as `E_TIMEOUT`.
+ * The stowage code for a raw Node socket error (`code` such as `ECONNRESET` or `ETIMEDOUT`)
+ * that a driver passed on without wrapping, or `undefined` for any other error.
  */
-export function isUnreachableSocketError(error: unknown): boolean {
+export function socketErrorCode(error: unknown): 'E_UNAVAILABLE' | 'E_TIMEOUT' | undefined {
   const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && UNREACHABLE_SOCKET_CODES.has(code);
+  if (code === 'ETIMEDOUT') return 'E_TIMEOUT';
+  return typeof code === 'string' && UNREACHABLE_SOCKET_CODES.has(code) ? 'E_UNAVAILABLE' : undefined;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES, StowageError, closedError, isStowageError } from '../src/errors.js';
+import { ERROR_CODES, StowageError, closedError, isStowageError, socketErrorCode } from '../src/errors.js';
 import { Lifecycle } from '../src/lifecycle.js';
 
 describe('StowageError', () => {
@@ -44,5 +44,15 @@ describe('Lifecycle', () => {
     expect(released).toBe(1);
     expect(lifecycle.isClosed).toBe(true);
     expect(() => lifecycle.assertOpen()).toThrow(expect.objectContaining({ code: 'E_CLOSED' }));
+  });
+});
+
+describe('socketErrorCode', () => {
+  const socketError = (code: unknown) => Object.assign(new Error(`write ${String(code)}`), { code, syscall: 'write' });
+
+  it('maps raw socket errors a driver passed on to E_UNAVAILABLE or E_TIMEOUT, and nothing else', () => {
+    for (const code of ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH']) expect(socketErrorCode(socketError(code)), code).toBe('E_UNAVAILABLE');
+    expect(socketErrorCode(socketError('ETIMEDOUT'))).toBe('E_TIMEOUT');
+    for (const other of [socketError('ENOENT'), socketError(11000), new Error('no code'), null, 'ECONNRESET']) expect(socketErrorCode(other)).toBeUndefined();
   });
 });

@@ -1,4 +1,4 @@
-import { isUnreachableSocketError, StowageError } from '@stowage/core';
+import { socketErrorCode, StowageError } from '@stowage/core';
 
 /**
  * Driver errors become `StowageError`s with the driver error as `cause`. Errors are recognised
@@ -81,11 +81,10 @@ export function toStowageError(error: unknown): unknown {
   }
   // The driver sometimes passes a socket error on unwrapped (a write that fails while the
   // connection is being reset).
-  if (isUnreachableSocketError(error)) {
-    return new StowageError('E_UNAVAILABLE', `MongoDB is unreachable: ${text}`, { cause: error });
-  }
-  if (code === 'ETIMEDOUT') {
-    return new StowageError('E_TIMEOUT', `MongoDB operation timed out: ${text}`, { cause: error });
+  const socketCode = socketErrorCode(error);
+  if (socketCode !== undefined) {
+    const problem = socketCode === 'E_TIMEOUT' ? 'operation timed out' : 'is unreachable';
+    return new StowageError(socketCode, `MongoDB ${problem}: ${text}`, { cause: error });
   }
   if (code === 10334 || code === 17419 || /larger than the max(imum)? (document )?size/i.test(text)) {
     return new StowageError('E_INVALID_VALUE', `the document would exceed MongoDB's size limit: ${text}`, { cause: error });

@@ -1,4 +1,4 @@
-import { isUnreachableSocketError, StowageError } from '@stowage/core';
+import { socketErrorCode, StowageError } from '@stowage/core';
 
 /** SQLSTATE of a server error, if `error` is one. */
 export function sqlState(error: unknown): string | undefined {
@@ -56,8 +56,10 @@ export function toStowageError(error: unknown): unknown {
     }
     return error;
   }
-  if (isUnreachableSocketError(error)) {
-    return new StowageError('E_UNAVAILABLE', `PostgreSQL is unreachable: ${message}`, { cause: error });
+  const socketCode = socketErrorCode(error);
+  if (socketCode !== undefined) {
+    const problem = socketCode === 'E_TIMEOUT' ? 'timed out' : 'is unreachable';
+    return new StowageError(socketCode, `PostgreSQL ${problem}: ${message}`, { cause: error });
   }
   if (/timeout/i.test(message)) {
     // pg: "Query read timeout", "Connection terminated due to connection timeout";
@@ -66,9 +68,6 @@ export function toStowageError(error: unknown): unknown {
   }
   if (/Connection terminated|Connection ended|Client was closed|Cannot use a pool after calling end|not queryable/i.test(message)) {
     return new StowageError('E_UNAVAILABLE', `PostgreSQL connection lost: ${message}`, { cause: error });
-  }
-  if ((error as { code?: unknown } | null)?.code === 'ETIMEDOUT') {
-    return new StowageError('E_TIMEOUT', `PostgreSQL timed out: ${message}`, { cause: error });
   }
   return error;
 }
