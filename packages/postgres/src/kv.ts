@@ -91,14 +91,14 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
     this.assertOpen();
     const stored = storedKeys(keys);
     if (stored.length === 0) return [];
-    // `= ANY` matches each row once, however often its key is repeated in the array.
-    const { rows } = await this.run(`SELECT key, value FROM ${this.#table} WHERE key = ANY($1::text[]) AND ${LIVE}`, [stored]);
-    const found = new Map<string, Buffer>();
-    for (const row of rows as { key: string; value: Buffer }[]) found.set(row.key, row.value);
-    return stored.map((key) => {
-      const value = found.get(key);
-      return value === undefined ? null : decode(value);
-    });
+    // One row per requested key, in request order (NULL when absent or expired).
+    const { rows } = await this.run(
+      `SELECT e.value FROM unnest($1::text[]) WITH ORDINALITY AS k(key, position)
+       LEFT JOIN ${this.#table} AS e ON e.key = k.key AND ${LIVE}
+       ORDER BY k.position`,
+      [stored],
+    );
+    return rows.map((row: { value: Buffer | null }) => (row.value === null ? null : decode(row.value)));
   }
 
   async setMany(entries: readonly KeyValueWrite[]): Promise<void> {
