@@ -30,9 +30,9 @@ export const config = {
   /** Calls in flight during throughput phases. */
   concurrency: intFromEnv('BENCH_CONCURRENCY', 32, 32),
   /** Wall-time budget per operation (ms): later rounds are skipped once it is spent (slow servers). */
-  opBudgetMs: intFromEnv('BENCH_OP_BUDGET_MS', 10_000, 5_000),
+  opBudgetMs: intFromEnv('BENCH_OP_BUDGET_MS', 20_000, 5_000),
   /** Rounds per operation; implementations alternate within a round, the best round counts. */
-  rounds: intFromEnv('BENCH_ROUNDS', 3, 1),
+  rounds: intFromEnv('BENCH_ROUNDS', 5, 1),
   /** Connections per pool / MongoClient (the same for stowage, the raw driver and peers). */
   poolSize: intFromEnv('BENCH_POOL_SIZE', 10, 10),
   /** Operations of the heap-growth run, per backend. */

@@ -28,8 +28,7 @@ export interface ThroughputSample {
   opsPerSec: number;
   /**
    * CPU time this process spent per call (user + system, µs). The database's work is the same
-   * for stowage and the raw replay, so the difference is what stowage adds on the client, and
-   * unlike throughput it barely moves when other programs load the machine.
+   * for stowage and the raw replay, so the difference is roughly what stowage adds on the client.
    */
   cpuMicrosPerOp: number;
 }
@@ -51,11 +50,16 @@ export async function timeConcurrent(impl: Runnable, count: number, concurrency:
   return { ops: count, elapsedMs, opsPerSec: (count / elapsedMs) * 1000, cpuMicrosPerOp: (used.user + used.system) / count };
 }
 
-/** Calls `run` sequentially without timing (JIT, connections, prepared statements), within `budgetMs` after 5 calls. */
-export async function warmUp(impl: Runnable, iterations: number, budgetMs = Infinity): Promise<void> {
+/**
+ * Calls `run` sequentially without timing (JIT, connections, prepared statements), within
+ * `budgetMs` after 5 calls. Returns the mean wall time of a call in ms.
+ */
+export async function warmUp(impl: Runnable, iterations: number, budgetMs = Infinity): Promise<number> {
   const begin = performance.now();
-  for (let i = 0; i < iterations; i++) {
-    await impl.run(i);
-    if (i >= 5 && performance.now() - begin > budgetMs) return;
+  let calls = 0;
+  while (calls < iterations) {
+    await impl.run(calls++);
+    if (calls > 5 && performance.now() - begin > budgetMs) break;
   }
+  return (performance.now() - begin) / Math.max(1, calls);
 }

@@ -72,7 +72,7 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
     note: string,
     keys: KeySpace,
     call: (set: StowageSet, i: number) => Promise<unknown>,
-    extra: Pick<Impl, 'seed' | 'prepare'> & { expectedRoundTrips?: number; concurrency?: number } = {},
+    extra: Pick<Impl, 'seed' | 'prepare'> & Pick<OpBench, 'callerValues'> & { expectedRoundTrips?: number; concurrency?: number } = {},
   ): void => {
     if (!opSelected(name)) return;
     ops.push({
@@ -84,6 +84,7 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
       stowage: { name: 'stowage', kind: 'stowage', run: (i) => call(measured, i), seed: extra.seed, prepare: extra.prepare },
       observed: (i) => call(observed, i),
       peers: peersFor(name, keys),
+      callerValues: extra.callerValues,
     });
   };
 
@@ -127,7 +128,9 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
   }
   {
     const keys = new KeySpace('snap.save', READ_SPACE);
-    add('snapshot.save', `save a ${(SNAPSHOT_BYTES / 1024).toFixed(1)} KB workflow snapshot`, keys, (s, i) => s.snapshots.save(keys.key(i), SNAPSHOT));
+    add('snapshot.save', `save a ${(SNAPSHOT_BYTES / 1024).toFixed(1)} KB workflow snapshot`, keys, (s, i) => s.snapshots.save(keys.key(i), SNAPSHOT), {
+      callerValues: [SNAPSHOT],
+    });
   }
   {
     const space = 50;
@@ -171,7 +174,9 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
   }
   {
     const keys = new KeySpace('cache.set', READ_SPACE);
-    add('cache.set', 'set a JSON value (~100 B), no TTL', keys, (s, i) => s.cache.set(keys.key(i), CACHE_VALUE));
+    add('cache.set', 'set a JSON value (~100 B), no TTL', keys, (s, i) => s.cache.set(keys.key(i), CACHE_VALUE), {
+      callerValues: [CACHE_VALUE],
+    });
   }
   return ops;
 }

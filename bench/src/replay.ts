@@ -77,12 +77,16 @@ const TRANSACTION_START = /^\s*(begin|start\s+transaction)\b/i;
  * Named (prepared) statements stay named and, like stowage, the replay adapts when the server
  * objects: on a session shared by several clients (PGlite's socket server, 42P05) each client
  * gets names of its own; when the session does not know the name (26000) it goes unnamed.
+ * A parameter that is the JSON text of one of `callerValues` is passed as that object, for
+ * `pg` to serialize (see `OpBench.callerValues`).
  */
-export function pgReplayer(pool: pg.Pool, statements: readonly PgStatement[]): Replayer {
+export function pgReplayer(pool: pg.Pool, statements: readonly PgStatement[], callerValues: readonly unknown[] = []): Replayer {
+  const callerValueOfJson = new Map(callerValues.map((value) => [JSON.stringify(value), value]));
+  const asCallerGaveIt = (value: unknown) => (typeof value === 'string' ? (callerValueOfJson.get(value) ?? value) : value);
   const compiled = statements.map((s) => ({
     text: s.text,
     name: s.name,
-    values: s.values === undefined ? null : compileTemplate(s.values),
+    values: s.values === undefined ? null : compileTemplate(s.values.map(asCallerGaveIt)),
   }));
   const markers = compiled.reduce((sum, c) => sum + (c.values?.markers ?? 0), 0);
   let naming: 'shared' | 'per-client' | 'off' = 'shared';

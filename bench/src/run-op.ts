@@ -18,6 +18,8 @@ interface Slot {
   impl: Impl;
   result: ImplResult;
   latencies: number[];
+  /** Mean ms per sequential call: from the warm-up until the latency rounds have measured it. */
+  meanMs: number;
 }
 
 /** Moves the key space on and lets `impl` create what the next `count` calls need. */
@@ -74,14 +76,14 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   const overBudget = (round: number) => round > 0 && performance.now() > deadline;
 
   // stowage first: warm both instances, capture its statements, count its round trips
-  const stowage: Slot = { impl: op.stowage, result: emptyResult(op.stowage), latencies: [] };
+  const stowage: Slot = { impl: op.stowage, result: emptyResult(op.stowage), latencies: [], meanMs: 1 };
   const slots: Slot[] = [stowage];
   try {
     trace('seeding');
     await op.stowage.seed?.();
     trace('warming up stowage');
     await preparePhase(op, op.stowage, config.warmupIterations);
-    await warmUp(op.stowage, config.warmupIterations, config.throughputMs);
+    stowage.meanMs = await warmUp(op.stowage, config.warmupIterations, config.throughputMs);
     await preparePhase(op, op.stowage, config.warmupIterations);
     await warmUp({ run: op.observed }, Math.min(20, config.warmupIterations), config.throughputMs);
     trace('capturing');
@@ -92,7 +94,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     stowage.result.roundTripDetail = rt.detail;
     const raw = backend.rawFor(op, capture);
     result.replayKeyParams = raw.keyParams ?? null;
-    const rawSlot: Slot = { impl: raw, result: emptyResult(raw), latencies: [] };
+    const rawSlot: Slot = { impl: raw, result: emptyResult(raw), latencies: [], meanMs: 1 };
     rawSlot.result.roundTrips = capture.count;
     slots.push(rawSlot);
   } catch (error) {
@@ -101,12 +103,12 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   }
 
   for (const peer of op.peers) {
-    const slot: Slot = { impl: peer, result: emptyResult(peer), latencies: [] };
+    const slot: Slot = { impl: peer, result: emptyResult(peer), latencies: [], meanMs: 1 };
     trace(`seeding and warming up ${peer.name}`);
     try {
       await peer.seed?.();
       await preparePhase(op, peer, config.warmupIterations);
-      await warmUp(peer, config.warmupIterations, config.throughputMs);
+      slot.meanMs = await warmUp(peer, config.warmupIterations, config.throughputMs);
       await preparePhase(op, peer, config.warmupIterations);
       await warmUp({ run: peer.observed }, Math.min(10, config.warmupIterations), config.throughputMs);
       const rt = await countRoundTrips(backend, op, peer, peer.observed);
@@ -123,10 +125,32 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     const raw = slots[1]!;
     if (raw.impl.kind === 'raw') {
       await preparePhase(op, raw.impl, config.warmupIterations);
-      await warmUp(raw.impl, config.warmupIterations, config.throughputMs).catch((error) => void (raw.result.error = errorText(error)));
+      await warmUp(raw.impl, config.warmupIterations, config.throughputMs).then(
+        (meanMs) => void (raw.meanMs = meanMs),
+        (error) => void (raw.result.error = errorText(error)),
+      );
     }
   }
   const live = () => slots.filter((s) => s.result.error === undefined);
+
+  // throughput phases get about `throughputMs` of calls each, sized from the sequential mean
+  // (32 in flight are assumed about 3x faster than one at a time)
+  const countFor = (slot: Slot) =>
+    Math.max(result.concurrency, Math.min(50_000, Math.round((config.throughputMs / slot.meanMs) * Math.min(3, result.concurrency))));
+
+  // One untimed concurrent phase each: sequential warm-up calls leave code that only runs hot
+  // under load (the driver's pipelining, stowage's own paths) half-optimized, and the
+  // implementation measured first would pay for warming what the others then share.
+  for (const slot of live()) {
+    trace(`warming up ${slot.impl.name} concurrently`);
+    try {
+      const count = countFor(slot);
+      await preparePhase(op, slot.impl, count);
+      await timeConcurrent(slot.impl, count, result.concurrency);
+    } catch (error) {
+      slot.result.error = errorText(error);
+    }
+  }
 
   // latency: every implementation, alternating, `rounds` times
   for (let round = 0; round < config.rounds && !overBudget(round); round++) {
@@ -144,12 +168,10 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     if (slot.latencies.length === 0) continue;
     const mean = slot.latencies.reduce((a, b) => a + b, 0) / slot.latencies.length;
     slot.result.latency = { p50: percentile(slot.latencies, 50), p99: percentile(slot.latencies, 99), mean, samples: slot.latencies.length };
+    slot.meanMs = mean;
   }
 
-  // throughput: each implementation gets about `throughputMs` of calls, sized from its own
-  // sequential latency (32 in flight are assumed about 3x faster than one at a time)
-  const countFor = (slot: Slot) =>
-    Math.max(result.concurrency, Math.min(50_000, Math.round((config.throughputMs / (slot.result.latency?.mean ?? 1)) * Math.min(3, result.concurrency))));
+  // throughput: each implementation gets about `throughputMs` of calls per round
   for (let round = 0; round < config.rounds && !overBudget(round); round++) {
     for (const slot of rotate(live(), round)) {
       const count = countFor(slot);

@@ -49,6 +49,14 @@ export interface OpBench {
   /** The same stowage call on the instance whose driver traffic is observed. */
   observed: (i: number) => Promise<unknown>;
   peers: PeerImpl[];
+  /**
+   * Objects the caller hands stowage (a snapshot, a cache value). Where stowage sent one to
+   * `pg` as its JSON text, the raw replay passes the object itself and lets the driver
+   * serialize it, as code using the driver directly would: turning the object into JSON is
+   * part of the operation's floor. (The Mongo replay always sends objects; the driver encodes
+   * them as BSON.)
+   */
+  callerValues?: readonly unknown[];
 }
 
 /** A backend the bench runs on: its operations and how to watch its driver. */

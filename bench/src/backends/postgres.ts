@@ -83,7 +83,7 @@ export async function postgresBackend(id: 'pglite' | 'postgres', title: string, 
       return { count: statements.length, descriptions: statements.map(describe), capture: statements };
     },
     rawFor(op: OpBench, observation: Observation): Impl {
-      const replayer = pgReplayer(rawPool, observation.capture as PgStatement[]);
+      const replayer = pgReplayer(rawPool, observation.capture as PgStatement[], op.callerValues);
       return { name: 'raw pg', kind: 'raw', keyParams: replayer.markers, run: (i) => replayer.run((j) => op.keys.key(i, j)) };
     },
     async close() {
