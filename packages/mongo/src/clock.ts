@@ -80,8 +80,13 @@ export class ServerTime {
     }
     const now = this.now();
     const document = await collection.findOne({ _id } as Document as Filter<T>, { projection: projection && { ...projection, expiresAt: 1 } });
-    const expiresAt: unknown = document?.expiresAt;
-    return document === null || (expiresAt instanceof Date && expiresAt <= now) ? null : (document as T);
+    return document === null || ServerTime.hasExpired(document, now) ? null : (document as T);
+  }
+
+  /** Whether a value document read back had expired at `now` (classic dialect). */
+  static hasExpired(document: Document, now: Date): boolean {
+    const expiresAt: unknown = document.expiresAt;
+    return expiresAt instanceof Date && expiresAt <= now;
   }
 
   /** Filter: value documents that have expired (and so count as absent). */

@@ -273,9 +273,11 @@ function classicWrite(now: Date, value: string, ttl: number | undefined, version
 }
 
 /**
- * `set` in one command. In the classic dialect an expired document still in the collection
- * makes the first upsert collide on `_id` (it is not live, so the filter missed it); that
- * document counts as absent, so it is replaced with version 1 by a second command.
+ * `set` in one command. The classic dialect filters on `_id` alone (see
+ * `ServerTime.findLiveValue`) and gets the document as it was: a key that had expired counted
+ * as absent, so its version starts over at 1, in a second command only then. (If another
+ * write lands in between, the version is left as it is: the classic dialect makes no promise
+ * for concurrent writes; see `atomicUpdates`.)
  */
 export async function setValue(
   collection: Collection<KeyValueDocument>,
@@ -288,25 +290,15 @@ export async function setValue(
     await upsertById(() => collection.updateOne({ _id: key }, pipelineWrite(value, ttl), { upsert: true }));
     return;
   }
-  for (let attempt = 1; ; attempt++) {
-    const now = time.now();
-    try {
-      await collection.updateOne({ _id: key, ...time.liveValue(now) }, classicWrite(now, value, ttl, { $inc: { version: 1 } }), {
-        upsert: true,
-      });
-      return;
-    } catch (error) {
-      if (!isDuplicateKeyError(error)) throw error;
-    }
-    try {
-      await collection.updateOne({ _id: key, ...time.expiredValue(now) }, classicWrite(now, value, ttl, { $set: { version: 1 } }), {
-        upsert: true,
-      });
-      return;
-    } catch (error) {
-      // Another writer made the key live again in between: write over it as a live key.
-      if (!isDuplicateKeyError(error) || attempt >= 10) throw error;
-    }
+  const now = time.now();
+  const before = await upsertById(() =>
+    collection.findOneAndUpdate({ _id: key }, classicWrite(now, value, ttl, { $inc: { version: 1 } }), {
+      upsert: true,
+      returnDocument: 'before',
+    }),
+  );
+  if (before !== null && ServerTime.hasExpired(before, now)) {
+    await collection.updateOne({ _id: key, version: before.version + 1 }, { $set: { version: 1 } });
   }
 }
 
