@@ -37,7 +37,7 @@ export function renderChart(report: BenchReport): string {
   text(
     16,
     y,
-    `${report.startedAt} · node ${report.node} · ${report.cpus} CPUs · ${report.settings.concurrency} in flight · best of ${report.settings.rounds} round(s)${report.settings.quick ? ' · BENCH_QUICK' : ''}`,
+    `${report.startedAt} · node ${report.node} · ${report.cpus} CPUs · ${report.settings.concurrency} in flight · median of ${report.settings.rounds} round(s)${report.settings.quick ? ' · BENCH_QUICK' : ''}`,
     'font-size="11" fill="#555"',
   );
   y += 20;
@@ -77,7 +77,8 @@ export function renderChart(report: BenchReport): string {
       for (const impl of op.impls) {
         const color = impl.kind === 'peer' ? PEER_COLORS[peerIndex++ % PEER_COLORS.length]! : COLORS[impl.kind]!;
         if (impl.opsPerSec !== null) {
-          const ratio = impl.opsPerSec / reference;
+          // stowage's bar is the ratio the verdict uses (paired rounds), so it agrees with the target line
+          const ratio = impl.kind === 'stowage' && raw && op.rawRatio !== null ? op.rawRatio : impl.opsPerSec / reference;
           parts.push(`<rect x="${x0}" y="${by}" width="${(scale(ratio) - x0).toFixed(1)}" height="${BAR_H}" fill="${color}"><title>${esc(`${impl.name}: ${formatInt(impl.opsPerSec)} ops/s (${ratio.toFixed(2)} × raw)`)}</title></rect>`);
           if (ratio > MAX_SCALE) text(scale(MAX_SCALE) - 16, by + BAR_H - 1, '»', 'font-size="10" fill="#fff"');
           text(scale(ratio) + 4, by + BAR_H - 1, `${formatInt(impl.opsPerSec)}/s ${impl.kind === 'stowage' ? '' : impl.name}`, 'font-size="9" fill="#333"');

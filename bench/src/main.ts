@@ -160,8 +160,8 @@ async function main(): Promise<void> {
       `${config.quick ? ' — BENCH_QUICK (noisy)' : ''}`,
   );
   out.push(
-    `latency: ${config.rounds}×${config.latencyIterations} sequential calls; throughput: ${config.concurrency} in flight, best of ${config.rounds} round(s); ` +
-      `stowage÷ = stowage throughput divided by that row's; RT = round trips per call (measured/expected)`,
+    `latency: ${config.rounds}×${config.latencyIterations} sequential calls; throughput: ${config.concurrency} in flight, median of ${config.rounds} round(s); ` +
+      `stowage÷ = stowage throughput divided by that row's (median of the rounds' ratios); RT = round trips per call (measured/expected)`,
   );
   for (const backend of backends) {
     out.push('');

@@ -4,7 +4,7 @@
  */
 import { config } from './config.ts';
 import { timeConcurrent, timeSequential, warmUp } from './measure.ts';
-import { percentile } from './stats.ts';
+import { median, percentile } from './stats.ts';
 import type { BackendBench, Impl, ImplResult, OpBench, OpResult, PeerImpl, TargetCheck } from './types.ts';
 
 export const RAW_RATIO_TARGET = 0.9;
@@ -188,14 +188,25 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   }
   for (const slot of slots) {
     if (slot.result.roundsOpsPerSec.length > 0) {
-      slot.result.opsPerSec = Math.max(...slot.result.roundsOpsPerSec);
-      slot.result.cpuMicrosPerOp = percentile(slot.result.roundsCpuMicrosPerOp, 50);
+      slot.result.opsPerSec = median(slot.result.roundsOpsPerSec);
+      slot.result.cpuMicrosPerOp = median(slot.result.roundsCpuMicrosPerOp);
     }
     if (!result.impls.includes(slot.result)) result.impls.push(slot.result);
   }
 
   result.checks = checksFor(result, op);
   return result;
+}
+
+/**
+ * stowage's throughput relative to another implementation: the median, over rounds, of the two
+ * ops/s of one round. Within a round the implementations run back to back, so a slow moment of
+ * the machine or a server that drifts over the run weighs on both sides of each ratio alike.
+ */
+function pairedRatio(stowage: ImplResult, other: ImplResult): number | null {
+  const rounds = Math.min(stowage.roundsOpsPerSec.length, other.roundsOpsPerSec.length);
+  if (rounds === 0) return null;
+  return median(Array.from({ length: rounds }, (_, r) => stowage.roundsOpsPerSec[r]! / other.roundsOpsPerSec[r]!));
 }
 
 function rotate<T>(items: T[], by: number): T[] {
@@ -220,8 +231,9 @@ function checksFor(result: OpResult, op: OpBench): TargetCheck[] {
       pass: stowage.roundTrips === op.expectedRoundTrips,
     });
   }
-  if (stowage?.opsPerSec && raw?.opsPerSec) {
-    result.rawRatio = stowage.opsPerSec / raw.opsPerSec;
+  const rawRatio = stowage && raw ? pairedRatio(stowage, raw) : null;
+  if (rawRatio !== null) {
+    result.rawRatio = rawRatio;
     checks.push({
       what: 'stowage/raw throughput',
       target: `>= ${RAW_RATIO_TARGET.toFixed(2)}`,
@@ -233,7 +245,7 @@ function checksFor(result: OpResult, op: OpBench): TargetCheck[] {
   }
   for (const peer of op.peers) {
     const measured = result.impls.find((i) => i.name === peer.name);
-    const ratio = stowage?.opsPerSec && measured?.opsPerSec ? stowage.opsPerSec / measured.opsPerSec : null;
+    const ratio = stowage && measured ? pairedRatio(stowage, measured) : null;
     result.peerRatios.push({ peer: peer.name, ratio, target: peer.target });
     if (peer.target !== null && ratio !== null) {
       checks.push({ what: `stowage/${peer.name} throughput`, target: `>= ${peer.target.toFixed(2)}`, actual: ratio.toFixed(2), pass: ratio >= peer.target });

@@ -99,7 +99,7 @@ export interface ImplResult {
   name: string;
   kind: ImplKind;
   latency: LatencySummary | null;
-  /** Best round's throughput, ops/s with `concurrency` in flight. */
+  /** Median round's throughput, ops/s with `concurrency` in flight. */
   opsPerSec: number | null;
   roundsOpsPerSec: number[];
   /** Client CPU per call during the throughput phases (median over rounds, µs). */
@@ -125,7 +125,7 @@ export interface OpResult {
   concurrency: number;
   expectedRoundTrips: number;
   impls: ImplResult[];
-  /** stowage / raw, throughput. */
+  /** stowage / raw throughput: the median of the rounds' ratios (see `pairedRatio`). */
   rawRatio: number | null;
   peerRatios: { peer: string; ratio: number | null; target: number | null }[];
   /** What stowage sent, one line per statement (captured with marker keys). */
