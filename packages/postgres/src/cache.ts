@@ -22,7 +22,7 @@ export interface PostgresCacheProviderOptions extends PostgresStoreOptions, Cach
  * default), so any JSON value round-trips identically.
  */
 export class PostgresCacheProvider extends PostgresStoreBase implements CacheProvider {
-  readonly #table: string;
+  readonly #sql: ReturnType<typeof cacheStatements>;
   readonly #prefix: string;
   readonly #defaultTtl: number | undefined;
   readonly #codec: Codec;
@@ -32,7 +32,7 @@ export class PostgresCacheProvider extends PostgresStoreBase implements CachePro
     const setup = storeSetup('cache', options, DEFAULT_TABLE_NAMES.cache);
     super('PostgresCacheProvider', setup);
     const parsed = typeof options === 'string' ? {} : options;
-    this.#table = setup.tables[0]![1].sql;
+    this.#sql = cacheStatements(setup.tables[0]![1].sql);
     this.#prefix = parsed.prefix ?? '';
     if (typeof this.#prefix !== 'string') throw new StowageError('E_INVALID_OPTION', 'prefix must be a string');
     assertOptionalDuration(parsed.defaultTtl, 'defaultTtl');
@@ -54,36 +54,29 @@ export class PostgresCacheProvider extends PostgresStoreBase implements CachePro
     const effectiveTtl = ttl ?? this.#defaultTtl;
     assertOptionalDuration(effectiveTtl, 'ttl');
     const text = this.#encode(value);
-    await this.run(
-      `INSERT INTO ${this.#table} (key, value, updated_at, expires_at) VALUES ($1, $2, now(), now() + ${msInterval('$3')})
-       ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at`,
-      [stored, text, effectiveTtl ?? null],
-    );
+    await this.run(this.#sql.set, [stored, text, effectiveTtl ?? null]);
   }
 
   async delete(key: string): Promise<void> {
     this.assertOpen();
-    await this.run(`DELETE FROM ${this.#table} WHERE key = $1`, [this.#stored(key)]);
+    await this.run(this.#sql.delete, [this.#stored(key)]);
   }
 
   async has(key: string): Promise<boolean> {
     this.assertOpen();
-    const { rows } = await this.run(`SELECT 1 FROM ${this.#table} WHERE key = $1 AND ${LIVE}`, [this.#stored(key)]);
+    const { rows } = await this.run(this.#sql.has, [this.#stored(key)]);
     return rows.length > 0;
   }
 
   /** Removes every entry under this cache's prefix (all entries when the prefix is empty). */
   async clear(): Promise<void> {
     this.assertOpen();
-    await this.run(`DELETE FROM ${this.#table} WHERE key LIKE $1`, [storedPrefixLike(this.#prefix)]);
+    await this.run(this.#sql.clear, [storedPrefixLike(this.#prefix)]);
   }
 
   async keys(pattern = '*'): Promise<string[]> {
     this.assertOpen();
-    const { rows } = await this.run(
-      `SELECT key FROM ${this.#table} WHERE ${keyMatchSql('key', '$1', '$2', '$3')} AND ${LIVE}`,
-      globParameters(pattern, this.#prefix),
-    );
+    const { rows } = await this.run(this.#sql.keys, globParameters(pattern, this.#prefix));
     const prefixLength = encodeKey(this.#prefix).length;
     return rows.map((row: { key: string }) => decodeKey(row.key.slice(prefixLength))).sort(compareKeys);
   }
@@ -102,13 +95,13 @@ export class PostgresCacheProvider extends PostgresStoreBase implements CachePro
 
   async clearExpired(): Promise<number> {
     this.assertOpen();
-    const { rowCount } = await this.run(`DELETE FROM ${this.#table} WHERE expires_at <= now()`);
+    const { rowCount } = await this.run(this.#sql.clearExpired);
     return rowCount ?? 0;
   }
 
   async #lookup(key: string): Promise<{ hit: boolean; value?: unknown }> {
     this.assertOpen();
-    const { rows } = await this.run(`SELECT value FROM ${this.#table} WHERE key = $1 AND ${LIVE}`, [this.#stored(key)]);
+    const { rows } = await this.run(this.#sql.get, [this.#stored(key)]);
     return rows.length === 0 ? { hit: false } : { hit: true, value: this.#codec.decode(rows[0].value) };
   }
 
@@ -125,4 +118,18 @@ export class PostgresCacheProvider extends PostgresStoreBase implements CachePro
     }
     return text;
   }
+}
+
+/** Every statement of the cache, built once (see `keyValueStatements` in kv.ts). */
+function cacheStatements(table: string) {
+  return {
+    get: `SELECT value FROM ${table} WHERE key = $1 AND ${LIVE}`,
+    set: `INSERT INTO ${table} (key, value, updated_at, expires_at) VALUES ($1, $2, now(), now() + ${msInterval('$3')})
+      ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at`,
+    delete: `DELETE FROM ${table} WHERE key = $1`,
+    has: `SELECT 1 FROM ${table} WHERE key = $1 AND ${LIVE}`,
+    clear: `DELETE FROM ${table} WHERE key LIKE $1`,
+    keys: `SELECT key FROM ${table} WHERE ${keyMatchSql('key', '$1', '$2', '$3')} AND ${LIVE}`,
+    clearExpired: `DELETE FROM ${table} WHERE expires_at <= now()`,
+  };
 }

@@ -33,7 +33,7 @@ export interface PostgresKeyValueStoreOptions extends PostgresStoreOptions {
  * string round-trips, `"\u0000"` included. Each method is one statement.
  */
 export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValueStore {
-  readonly #table: string;
+  readonly #sql: ReturnType<typeof keyValueStatements>;
 
   constructor(options: PostgresKeyValueStoreOptions | string) {
     const setup = storeSetup(
@@ -43,47 +43,37 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
       typeof options === 'object' && options !== null ? options.tableName : undefined,
     );
     super('PostgresKeyValueStore', setup);
-    this.#table = setup.tables[0]![1].sql;
+    this.#sql = keyValueStatements(setup.tables[0]![1].sql);
     if (typeof options === 'object') this.startCleanup(options.cleanupInterval, () => this.clearExpired());
   }
 
   async get(key: string): Promise<string | null> {
     this.assertOpen();
-    const { rows } = await this.run(`SELECT value FROM ${this.#table} WHERE key = $1 AND ${LIVE}`, [storedKey(key)]);
+    const { rows } = await this.run(this.#sql.get, [storedKey(key)]);
     return rows.length === 0 ? null : decode(rows[0].value);
   }
 
   async set(key: string, value: string, options?: KeyValueSetOptions): Promise<void> {
     this.assertOpen();
     const ttl = parseWrite(key, value, options);
-    await this.run(
-      `INSERT INTO ${this.#table} AS e (key, value, version, updated_at, expires_at)
-       VALUES ($1, $2, 1, date_trunc('milliseconds', now()), now() + ${msInterval('$3')})
-       ON CONFLICT (key) DO UPDATE SET ${UPSERT_SET}`,
-      [storedKey(key), encode(value), ttl ?? null],
-    );
+    await this.run(this.#sql.set, [storedKey(key), encode(value), ttl ?? null]);
   }
 
   async delete(key: string): Promise<boolean> {
     this.assertOpen();
-    const { rows } = await this.run(`DELETE FROM ${this.#table} WHERE key = $1 RETURNING ${LIVE} AS live`, [
-      storedKey(key),
-    ]);
+    const { rows } = await this.run(this.#sql.delete, [storedKey(key)]);
     return rows.length > 0 && rows[0].live === true;
   }
 
   async exists(key: string): Promise<boolean> {
     this.assertOpen();
-    const { rows } = await this.run(`SELECT 1 FROM ${this.#table} WHERE key = $1 AND ${LIVE}`, [storedKey(key)]);
+    const { rows } = await this.run(this.#sql.exists, [storedKey(key)]);
     return rows.length > 0;
   }
 
   async keys(pattern = '*'): Promise<string[]> {
     this.assertOpen();
-    const { rows } = await this.run(
-      `SELECT key FROM ${this.#table} WHERE ${keyMatchSql('key', '$1', '$2', '$3')} AND ${LIVE}`,
-      globParameters(pattern),
-    );
+    const { rows } = await this.run(this.#sql.keys, globParameters(pattern));
     return rows.map((row: { key: string }) => decodeKey(row.key)).sort(compareKeys);
   }
 
@@ -91,13 +81,7 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
     this.assertOpen();
     const stored = storedKeys(keys);
     if (stored.length === 0) return [];
-    // One row per requested key, in request order (NULL when absent or expired).
-    const { rows } = await this.run(
-      `SELECT e.value FROM unnest($1::text[]) WITH ORDINALITY AS k(key, position)
-       LEFT JOIN ${this.#table} AS e ON e.key = k.key AND ${LIVE}
-       ORDER BY k.position`,
-      [stored],
-    );
+    const { rows } = await this.run(this.#sql.getMany, [stored]);
     return rows.map((row: { value: Buffer | null }) => (row.value === null ? null : decode(row.value)));
   }
 
@@ -108,42 +92,26 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
     if (latest.size === 0) return;
     const keys = [...latest.keys()].map((key) => storedKey(key));
     const writes = [...latest.values()];
-    await this.run(
-      `INSERT INTO ${this.#table} AS e (key, value, version, updated_at, expires_at)
-       SELECT w.key, w.value, 1, date_trunc('milliseconds', now()), now() + ${msInterval('w.ttl')}
-       FROM unnest($1::text[], $2::bytea[], $3::bigint[]) AS w(key, value, ttl)
-       ON CONFLICT (key) DO UPDATE SET ${UPSERT_SET}`,
-      [keys, writes.map((write) => encode(write.value)), writes.map((write) => write.ttl ?? null)],
-    );
+    await this.run(this.#sql.setMany, [keys, writes.map((write) => encode(write.value)), writes.map((write) => write.ttl ?? null)]);
   }
 
   async deleteMany(keys: readonly string[]): Promise<number> {
     this.assertOpen();
     const stored = storedKeys(keys);
     if (stored.length === 0) return 0;
-    const { rows } = await this.run(
-      `WITH removed AS (DELETE FROM ${this.#table} WHERE key = ANY($1::text[]) RETURNING expires_at)
-       SELECT count(*) FILTER (WHERE ${LIVE})::int AS count FROM removed`,
-      [[...new Set(stored)]],
-    );
+    const { rows } = await this.run(this.#sql.deleteMany, [[...new Set(stored)]]);
     return rows[0].count;
   }
 
   async getEntry(key: string): Promise<KeyValueEntry | null> {
     this.assertOpen();
-    const { rows } = await this.run(
-      `SELECT key, value, version, ${SELECT_TIMES} FROM ${this.#table} WHERE key = $1 AND ${LIVE}`,
-      [storedKey(key)],
-    );
+    const { rows } = await this.run(this.#sql.getEntry, [storedKey(key)]);
     return rows.length === 0 ? null : { ...toInfo(rows[0]), value: decode(rows[0].value) };
   }
 
   async entries(pattern = '*'): Promise<KeyValueEntryInfo[]> {
     this.assertOpen();
-    const { rows } = await this.run(
-      `SELECT key, version, ${SELECT_TIMES} FROM ${this.#table} WHERE ${keyMatchSql('key', '$1', '$2', '$3')} AND ${LIVE}`,
-      globParameters(pattern),
-    );
+    const { rows } = await this.run(this.#sql.entries, globParameters(pattern));
     return rows.map(toInfo).sort((a: KeyValueEntryInfo, b: KeyValueEntryInfo) => compareKeys(a.key, b.key));
   }
 
@@ -161,24 +129,8 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
     const params = [storedKey(key), encode(value), ttl ?? null];
     const { rows } =
       expectedVersion === null
-        ? // Only if absent or expired: an expired row is replaced and starts over at version 1.
-          await this.run(
-            `INSERT INTO ${this.#table} AS e (key, value, version, updated_at, expires_at)
-             VALUES ($1, $2, 1, date_trunc('milliseconds', now()), now() + ${msInterval('$3')})
-             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = 1,
-               updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
-             WHERE e.expires_at IS NOT NULL AND e.expires_at <= now()
-             RETURNING version`,
-            params,
-          )
-        : await this.run(
-            `UPDATE ${this.#table}
-             SET value = $2, version = version + 1, updated_at = date_trunc('milliseconds', now()),
-                 expires_at = now() + ${msInterval('$3')}
-             WHERE key = $1 AND version = $4 AND ${LIVE}
-             RETURNING version`,
-            [...params, expectedVersion],
-          );
+        ? await this.run(this.#sql.create, params)
+        : await this.run(this.#sql.update, [...params, expectedVersion]);
     if (rows.length === 0) {
       throw new StowageError(
         'E_VERSION_CONFLICT',
@@ -190,7 +142,7 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
 
   async clearExpired(): Promise<number> {
     this.assertOpen();
-    const { rowCount } = await this.run(`DELETE FROM ${this.#table} WHERE expires_at <= now()`);
+    const { rowCount } = await this.run(this.#sql.clearExpired);
     return rowCount ?? 0;
   }
 }
@@ -199,6 +151,50 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
 const UPSERT_SET = `value = EXCLUDED.value,
   version = CASE WHEN e.expires_at IS NOT NULL AND e.expires_at <= now() THEN 1 ELSE e.version + 1 END,
   updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at`;
+
+const SELECT_TIMES = `${epochMs('updated_at')} AS updated_at, ${epochMs('expires_at')} AS expires_at`;
+
+/**
+ * Every statement of a store, built once: the same string on every call is found in the
+ * prepared-statement cache without hashing a new one (see `PostgresConnection.query`).
+ */
+function keyValueStatements(table: string) {
+  return {
+    get: `SELECT value FROM ${table} WHERE key = $1 AND ${LIVE}`,
+    set: `INSERT INTO ${table} AS e (key, value, version, updated_at, expires_at)
+      VALUES ($1, $2, 1, date_trunc('milliseconds', now()), now() + ${msInterval('$3')})
+      ON CONFLICT (key) DO UPDATE SET ${UPSERT_SET}`,
+    delete: `DELETE FROM ${table} WHERE key = $1 RETURNING ${LIVE} AS live`,
+    exists: `SELECT 1 FROM ${table} WHERE key = $1 AND ${LIVE}`,
+    keys: `SELECT key FROM ${table} WHERE ${keyMatchSql('key', '$1', '$2', '$3')} AND ${LIVE}`,
+    // One row per requested key, in request order (NULL when absent or expired).
+    getMany: `SELECT e.value FROM unnest($1::text[]) WITH ORDINALITY AS k(key, position)
+      LEFT JOIN ${table} AS e ON e.key = k.key AND ${LIVE}
+      ORDER BY k.position`,
+    setMany: `INSERT INTO ${table} AS e (key, value, version, updated_at, expires_at)
+      SELECT w.key, w.value, 1, date_trunc('milliseconds', now()), now() + ${msInterval('w.ttl')}
+      FROM unnest($1::text[], $2::bytea[], $3::bigint[]) AS w(key, value, ttl)
+      ON CONFLICT (key) DO UPDATE SET ${UPSERT_SET}`,
+    deleteMany: `WITH removed AS (DELETE FROM ${table} WHERE key = ANY($1::text[]) RETURNING expires_at)
+      SELECT count(*) FILTER (WHERE ${LIVE})::int AS count FROM removed`,
+    getEntry: `SELECT key, value, version, ${SELECT_TIMES} FROM ${table} WHERE key = $1 AND ${LIVE}`,
+    entries: `SELECT key, version, ${SELECT_TIMES} FROM ${table} WHERE ${keyMatchSql('key', '$1', '$2', '$3')} AND ${LIVE}`,
+    // compareAndSet(…, null): only if absent or expired; an expired row is replaced and starts over at version 1.
+    create: `INSERT INTO ${table} AS e (key, value, version, updated_at, expires_at)
+      VALUES ($1, $2, 1, date_trunc('milliseconds', now()), now() + ${msInterval('$3')})
+      ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = 1,
+        updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at
+      WHERE e.expires_at IS NOT NULL AND e.expires_at <= now()
+      RETURNING version`,
+    // compareAndSet(…, version)
+    update: `UPDATE ${table}
+      SET value = $2, version = version + 1, updated_at = date_trunc('milliseconds', now()),
+          expires_at = now() + ${msInterval('$3')}
+      WHERE key = $1 AND version = $4 AND ${LIVE}
+      RETURNING version`,
+    clearExpired: `DELETE FROM ${table} WHERE expires_at <= now()`,
+  };
+}
 
 function parseWrite(key: unknown, value: unknown, options: KeyValueSetOptions | undefined): number | undefined {
   storedKey(key);
@@ -213,8 +209,6 @@ function storedKeys(keys: unknown): string[] {
 
 const encode = (value: string): Buffer => Buffer.from(value, 'utf8');
 const decode = (value: Buffer): string => value.toString('utf8');
-
-const SELECT_TIMES = `${epochMs('updated_at')} AS updated_at, ${epochMs('expires_at')} AS expires_at`;
 
 function toInfo(row: { key: string; version: string | number; updated_at: number; expires_at: number | null }): KeyValueEntryInfo {
   return { key: decodeKey(row.key), version: Number(row.version), updatedAt: dateFromMs(row.updated_at)!, expiresAt: dateFromMs(row.expires_at) };

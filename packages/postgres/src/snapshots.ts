@@ -61,6 +61,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
   implements SnapshotStore<TSnapshot>
 {
   readonly #table: string;
+  readonly #sql: ReturnType<typeof snapshotStatements>;
   readonly #prefix: string;
 
   constructor(options: PostgresSnapshotStoreOptions | string) {
@@ -70,6 +71,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
     super('PostgresSnapshotStore', snapshotSetup(options));
     const parsed = typeof options === 'string' ? {} : options;
     this.#table = new TableName(parsed.table ?? DEFAULT_TABLE_NAMES.snapshots, parsed.schema).sql;
+    this.#sql = snapshotStatements(this.#table);
     this.#prefix = parsed.prefix ?? '';
   }
 
@@ -83,27 +85,14 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
     }
     const expected = options?.expectedVersion;
     assertExpectedVersion(expected);
-    const now = `date_trunc('milliseconds', now())`;
     if (expected === undefined) {
-      await this.run(
-        `INSERT INTO ${this.#table} AS s (id, snapshot, version, updated_at) VALUES ($1, $2::json, 1, ${now})
-         ON CONFLICT (id) DO UPDATE SET snapshot = EXCLUDED.snapshot, version = s.version + 1, updated_at = EXCLUDED.updated_at`,
-        [key, document],
-      );
+      await this.run(this.#sql.save, [key, document]);
       return;
     }
     const { rows } =
       expected === null
-        ? await this.run(
-            `INSERT INTO ${this.#table} (id, snapshot, version, updated_at) VALUES ($1, $2::json, 1, ${now})
-             ON CONFLICT (id) DO NOTHING RETURNING version`,
-            [key, document],
-          )
-        : await this.run(
-            `UPDATE ${this.#table} SET snapshot = $2::json, version = version + 1, updated_at = ${now}
-             WHERE id = $1 AND version = $3 RETURNING version`,
-            [key, document, expected],
-          );
+        ? await this.run(this.#sql.create, [key, document])
+        : await this.run(this.#sql.update, [key, document, expected]);
     if (rows.length === 0) {
       throw new StowageError(
         'E_VERSION_CONFLICT',
@@ -114,16 +103,13 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
 
   async load(id: string): Promise<TSnapshot | null> {
     this.assertOpen();
-    const { rows } = await this.run(`SELECT snapshot FROM ${this.#table} WHERE id = $1`, [this.#key(id)]);
+    const { rows } = await this.run(this.#sql.load, [this.#key(id)]);
     return rows.length === 0 ? null : parsedSnapshot<TSnapshot>(rows[0].snapshot);
   }
 
   async loadVersioned(id: string): Promise<VersionedSnapshot<TSnapshot> | null> {
     this.assertOpen();
-    const { rows } = await this.run(
-      `SELECT snapshot, version, ${epochMs('updated_at')} AS updated_at FROM ${this.#table} WHERE id = $1`,
-      [this.#key(id)],
-    );
+    const { rows } = await this.run(this.#sql.loadVersioned, [this.#key(id)]);
     if (rows.length === 0) return null;
     return {
       snapshot: parsedSnapshot<TSnapshot>(rows[0].snapshot),
@@ -134,7 +120,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
 
   async delete(id: string): Promise<void> {
     this.assertOpen();
-    await this.run(`DELETE FROM ${this.#table} WHERE id = $1`, [this.#key(id)]);
+    await this.run(this.#sql.delete, [this.#key(id)]);
   }
 
   async list(options?: SnapshotListOptions): Promise<SnapshotListItem[]> {
@@ -173,6 +159,24 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
     storedKey(id, 'snapshot id');
     return encodeKey(this.#prefix + id);
   }
+}
+
+/** The fixed statements of a snapshot store, built once (see `keyValueStatements` in kv.ts). */
+function snapshotStatements(table: string) {
+  const now = `date_trunc('milliseconds', now())`;
+  return {
+    save: `INSERT INTO ${table} AS s (id, snapshot, version, updated_at) VALUES ($1, $2::json, 1, ${now})
+      ON CONFLICT (id) DO UPDATE SET snapshot = EXCLUDED.snapshot, version = s.version + 1, updated_at = EXCLUDED.updated_at`,
+    // save(…, { expectedVersion: null })
+    create: `INSERT INTO ${table} (id, snapshot, version, updated_at) VALUES ($1, $2::json, 1, ${now})
+      ON CONFLICT (id) DO NOTHING RETURNING version`,
+    // save(…, { expectedVersion })
+    update: `UPDATE ${table} SET snapshot = $2::json, version = version + 1, updated_at = ${now}
+      WHERE id = $1 AND version = $3 RETURNING version`,
+    load: `SELECT snapshot FROM ${table} WHERE id = $1`,
+    loadVersioned: `SELECT snapshot, version, ${epochMs('updated_at')} AS updated_at FROM ${table} WHERE id = $1`,
+    delete: `DELETE FROM ${table} WHERE id = $1`,
+  };
 }
 
 /**
