@@ -17,6 +17,7 @@ import { runHandoff } from './handoff.ts';
 import { runMemory } from './memory.ts';
 import { collectUnmet, renderBackend, renderSummary, type BackendReport, type BenchReport } from './report.ts';
 import { runOp } from './run-op.ts';
+import { ratioText } from './stats.ts';
 import type { BackendBench } from './types.ts';
 
 const log = (line: string): void => void process.stderr.write(`[bench] ${line}\n`);
@@ -75,7 +76,7 @@ async function runBackend(bench: BackendBench): Promise<BackendReport> {
     const stowage = result.impls.find((i) => i.kind === 'stowage');
     log(
       `${bench.id} ${op.name}: stowage ${stowage?.opsPerSec ? Math.round(stowage.opsPerSec) : '-'} ops/s, ` +
-        `raw ratio ${result.rawRatio?.toFixed(2) ?? '-'}, RT ${stowage?.roundTrips ?? '-'} (${((performance.now() - started) / 1000).toFixed(1)} s)`,
+        `raw ratio ${result.rawRatio === null ? '-' : ratioText(result.rawRatio)}, RT ${stowage?.roundTrips ?? '-'} (${((performance.now() - started) / 1000).toFixed(1)} s)`,
     );
   }
   if (!config.skip.has('handoff') && bench.stowage !== null) {

@@ -4,7 +4,7 @@
  */
 import { config } from './config.ts';
 import { timeConcurrent, timeSequential, warmUp } from './measure.ts';
-import { median, percentile } from './stats.ts';
+import { median, percentile, ratioText } from './stats.ts';
 import type { BackendBench, Impl, ImplResult, OpBench, OpResult, PeerImpl, TargetCheck } from './types.ts';
 
 export const RAW_RATIO_TARGET = 0.9;
@@ -237,7 +237,7 @@ function checksFor(result: OpResult, op: OpBench): TargetCheck[] {
     checks.push({
       what: 'stowage/raw throughput',
       target: `>= ${RAW_RATIO_TARGET.toFixed(2)}`,
-      actual: result.rawRatio.toFixed(2),
+      actual: ratioText(result.rawRatio),
       pass: result.rawRatio >= RAW_RATIO_TARGET,
     });
   } else if (raw?.error !== undefined) {
@@ -248,7 +248,7 @@ function checksFor(result: OpResult, op: OpBench): TargetCheck[] {
     const ratio = stowage && measured ? pairedRatio(stowage, measured) : null;
     result.peerRatios.push({ peer: peer.name, ratio, target: peer.target });
     if (peer.target !== null && ratio !== null) {
-      checks.push({ what: `stowage/${peer.name} throughput`, target: `>= ${peer.target.toFixed(2)}`, actual: ratio.toFixed(2), pass: ratio >= peer.target });
+      checks.push({ what: `stowage/${peer.name} throughput`, target: `>= ${peer.target.toFixed(2)}`, actual: ratioText(ratio), pass: ratio >= peer.target });
     }
   }
   return checks;

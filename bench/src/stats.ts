@@ -45,8 +45,13 @@ export function formatMicros(ms: number): string {
   return us >= 10_000 ? `${(us / 1000).toFixed(1)}ms` : `${Math.round(us)}`;
 }
 
+/** Two decimals, cut rather than rounded, so that a ratio just under a target never prints as the target. */
+export function ratioText(value: number): string {
+  return (Math.floor(value * 100) / 100).toFixed(2);
+}
+
 export function formatRatio(value: number | null): string {
-  return value === null || !Number.isFinite(value) ? '-' : `${value.toFixed(2)}x`;
+  return value === null || !Number.isFinite(value) ? '-' : `${ratioText(value)}x`;
 }
 
 export function formatBytes(bytes: number): string {
