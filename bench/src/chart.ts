@@ -6,7 +6,7 @@
 import { HANDOFF_P50_TARGET_MS } from './handoff.ts';
 import { RAW_RATIO_TARGET } from './run-op.ts';
 import type { BenchReport } from './report.ts';
-import { formatBytes, formatInt } from './stats.ts';
+import { formatBytes, formatInt, ratioText } from './stats.ts';
 
 const WIDTH = 1000;
 const LABEL_W = 230;
@@ -79,7 +79,7 @@ export function renderChart(report: BenchReport): string {
         if (impl.opsPerSec !== null) {
           // stowage's bar is the ratio the verdict uses (paired rounds), so it agrees with the target line
           const ratio = impl.kind === 'stowage' && raw && op.rawRatio !== null ? op.rawRatio : impl.opsPerSec / reference;
-          parts.push(`<rect x="${x0}" y="${by}" width="${(scale(ratio) - x0).toFixed(1)}" height="${BAR_H}" fill="${color}"><title>${esc(`${impl.name}: ${formatInt(impl.opsPerSec)} ops/s (${ratio.toFixed(2)} × raw)`)}</title></rect>`);
+          parts.push(`<rect x="${x0}" y="${by}" width="${(scale(ratio) - x0).toFixed(1)}" height="${BAR_H}" fill="${color}"><title>${esc(`${impl.name}: ${formatInt(impl.opsPerSec)} ops/s (${ratioText(ratio)} × raw)`)}</title></rect>`);
           if (ratio > MAX_SCALE) text(scale(MAX_SCALE) - 16, by + BAR_H - 1, '»', 'font-size="10" fill="#fff"');
           text(scale(ratio) + 4, by + BAR_H - 1, `${formatInt(impl.opsPerSec)}/s ${impl.kind === 'stowage' ? '' : impl.name}`, 'font-size="9" fill="#333"');
         } else {

@@ -33,9 +33,9 @@ export class CountingPool implements PostgresPool {
   async connect(): Promise<PostgresPoolClient> {
     const client = await this.#pool.connect();
     return {
-      query: (text: string, values?: unknown[]) => {
-        this.statements.push(text);
-        return client.query(text, values);
+      query: (statement: string | PostgresStatement, values?: unknown[]) => {
+        this.statements.push(typeof statement === 'string' ? statement : statement.text);
+        return client.query(statement, values);
       },
       release: (error?: Error | boolean) => client.release(error),
       on: (event: 'error', listener: (error: Error) => void) => client.on(event, listener),
