@@ -10,7 +10,7 @@ import {
   type CacheProvider,
   type Codec,
 } from '@stowage/core';
-import { decodeKey, encodeKey, globParameters, keyMatchSql, storedKey, storedPrefixLike } from './key-encoding.js';
+import { decodeText, encodeText, globParameters, keyMatchSql, storedKey, storedPrefixLike } from './key-encoding.js';
 import { DEFAULT_TABLE_NAMES } from './schema.js';
 import { LIVE, PostgresStoreBase, msInterval, storeSetup, type PostgresStoreOptions } from './store.js';
 
@@ -77,8 +77,8 @@ export class PostgresCacheProvider extends PostgresStoreBase implements CachePro
   async keys(pattern = '*'): Promise<string[]> {
     this.assertOpen();
     const { rows } = await this.run(this.#sql.keys, globParameters(pattern, this.#prefix));
-    const prefixLength = encodeKey(this.#prefix).length;
-    return rows.map((row: { key: string }) => decodeKey(row.key.slice(prefixLength))).sort(compareKeys);
+    const prefixLength = encodeText(this.#prefix).length;
+    return rows.map((row: { key: string }) => decodeText(row.key.slice(prefixLength))).sort(compareKeys);
   }
 
   getOrSet<T>(key: string, loader: () => Promise<T>, ttl?: number): Promise<T> {
@@ -108,7 +108,7 @@ export class PostgresCacheProvider extends PostgresStoreBase implements CachePro
   /** The row key: the cache's prefix plus `key`, in stored form. */
   #stored(key: string): string {
     storedKey(key);
-    return encodeKey(this.#prefix + key);
+    return encodeText(this.#prefix + key);
   }
 
   #encode(value: unknown): string {

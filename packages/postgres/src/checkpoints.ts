@@ -9,7 +9,7 @@ import {
 } from '@stowage/core';
 import { UNIQUE_VIOLATION, sqlState } from './errors.js';
 import { DEFAULT_TABLE_NAMES } from './schema.js';
-import { decodeKey, storedKey } from './key-encoding.js';
+import { decodeText, storedKey } from './key-encoding.js';
 import { PostgresStoreBase, epochMs, storeSetup, timestampFromMs, type PostgresStoreOptions } from './store.js';
 
 export type PostgresCheckpointStoreOptions = PostgresStoreOptions;
@@ -115,8 +115,8 @@ interface CheckpointRow {
 
 function toCheckpoint<TData>(row: CheckpointRow): Checkpoint<TData> {
   const checkpoint: Checkpoint<TData> = {
-    id: decodeKey(row.id),
-    taskId: decodeKey(row.task_id),
+    id: decodeText(row.id),
+    taskId: decodeText(row.task_id),
     sequence: Number(row.sequence),
     timestamp: Number(row.timestamp),
     progress: Number(row.progress),

@@ -12,7 +12,7 @@ import {
   type KeyValueWrite,
 } from '@stowage/core';
 import { DEFAULT_TABLE_NAMES } from './schema.js';
-import { decodeKey, globParameters, keyMatchSql, storedKey } from './key-encoding.js';
+import { decodeText, encodeText, globParameters, keyMatchSql, storedKey } from './key-encoding.js';
 import {
   LIVE,
   PostgresStoreBase,
@@ -29,8 +29,9 @@ export interface PostgresKeyValueStoreOptions extends PostgresStoreOptions {
 }
 
 /**
- * {@link KeyValueStore} on one table. Values are stored as UTF-8 bytes (`bytea`), so every
- * string round-trips, `"\u0000"` included. Each method is one statement.
+ * {@link KeyValueStore} on one table. Values are `text`, with the keys' escape for the
+ * U+0000 that `text` cannot hold (see key-encoding.ts), so every string round-trips and
+ * ordinary values read in SQL as they were written. Each method is one statement.
  */
 export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValueStore {
   readonly #sql: ReturnType<typeof keyValueStatements>;
@@ -50,13 +51,13 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
   async get(key: string): Promise<string | null> {
     this.assertOpen();
     const { rows } = await this.run(this.#sql.get, [storedKey(key)]);
-    return rows.length === 0 ? null : decode(rows[0].value);
+    return rows.length === 0 ? null : decodeText(rows[0].value);
   }
 
   async set(key: string, value: string, options?: KeyValueSetOptions): Promise<void> {
     this.assertOpen();
     const ttl = parseWrite(key, value, options);
-    await this.run(this.#sql.set, [storedKey(key), encode(value), ttl ?? null]);
+    await this.run(this.#sql.set, [storedKey(key), encodeText(value), ttl ?? null]);
   }
 
   async delete(key: string): Promise<boolean> {
@@ -74,7 +75,7 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
   async keys(pattern = '*'): Promise<string[]> {
     this.assertOpen();
     const { rows } = await this.run(this.#sql.keys, globParameters(pattern));
-    return rows.map((row: { key: string }) => decodeKey(row.key)).sort(compareKeys);
+    return rows.map((row: { key: string }) => decodeText(row.key)).sort(compareKeys);
   }
 
   async getMany(keys: readonly string[]): Promise<(string | null)[]> {
@@ -82,7 +83,7 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
     const stored = storedKeys(keys);
     if (stored.length === 0) return [];
     const { rows } = await this.run(this.#sql.getMany, [stored]);
-    return rows.map((row: { value: Buffer | null }) => (row.value === null ? null : decode(row.value)));
+    return rows.map((row: { value: string | null }) => (row.value === null ? null : decodeText(row.value)));
   }
 
   async setMany(entries: readonly KeyValueWrite[]): Promise<void> {
@@ -92,7 +93,7 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
     if (latest.size === 0) return;
     const keys = [...latest.keys()].map((key) => storedKey(key));
     const writes = [...latest.values()];
-    await this.run(this.#sql.setMany, [keys, writes.map((write) => encode(write.value)), writes.map((write) => write.ttl ?? null)]);
+    await this.run(this.#sql.setMany, [keys, writes.map((write) => encodeText(write.value)), writes.map((write) => write.ttl ?? null)]);
   }
 
   async deleteMany(keys: readonly string[]): Promise<number> {
@@ -106,7 +107,7 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
   async getEntry(key: string): Promise<KeyValueEntry | null> {
     this.assertOpen();
     const { rows } = await this.run(this.#sql.getEntry, [storedKey(key)]);
-    return rows.length === 0 ? null : { ...toInfo(rows[0]), value: decode(rows[0].value) };
+    return rows.length === 0 ? null : { ...toInfo(rows[0]), value: decodeText(rows[0].value) };
   }
 
   async entries(pattern = '*'): Promise<KeyValueEntryInfo[]> {
@@ -126,7 +127,7 @@ export class PostgresKeyValueStore extends PostgresStoreBase implements KeyValue
     if (expectedVersion !== null && (!Number.isSafeInteger(expectedVersion) || expectedVersion < 1)) {
       throw new StowageError('E_INVALID_OPTION', 'expectedVersion must be a positive integer or null');
     }
-    const params = [storedKey(key), encode(value), ttl ?? null];
+    const params = [storedKey(key), encodeText(value), ttl ?? null];
     const { rows } =
       expectedVersion === null
         ? await this.run(this.#sql.create, params)
@@ -173,7 +174,7 @@ function keyValueStatements(table: string) {
       ORDER BY k.position`,
     setMany: `INSERT INTO ${table} AS e (key, value, version, updated_at, expires_at)
       SELECT w.key, w.value, 1, date_trunc('milliseconds', now()), now() + ${msInterval('w.ttl')}
-      FROM unnest($1::text[], $2::bytea[], $3::bigint[]) AS w(key, value, ttl)
+      FROM unnest($1::text[], $2::text[], $3::bigint[]) AS w(key, value, ttl)
       ON CONFLICT (key) DO UPDATE SET ${UPSERT_SET}`,
     deleteMany: `WITH removed AS (DELETE FROM ${table} WHERE key = ANY($1::text[]) RETURNING expires_at)
       SELECT count(*) FILTER (WHERE ${LIVE})::int AS count FROM removed`,
@@ -207,9 +208,6 @@ function storedKeys(keys: unknown): string[] {
   return keys.map((key) => storedKey(key));
 }
 
-const encode = (value: string): Buffer => Buffer.from(value, 'utf8');
-const decode = (value: Buffer): string => value.toString('utf8');
-
 function toInfo(row: { key: string; version: string | number; updated_at: number; expires_at: number | null }): KeyValueEntryInfo {
-  return { key: decodeKey(row.key), version: Number(row.version), updatedAt: dateFromMs(row.updated_at)!, expiresAt: dateFromMs(row.expires_at) };
+  return { key: decodeText(row.key), version: Number(row.version), updatedAt: dateFromMs(row.updated_at)!, expiresAt: dateFromMs(row.expires_at) };
 }

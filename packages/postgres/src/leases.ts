@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Lease } from '@stowage/core';
 import type { PostgresQueryResult } from './connection.js';
-import { encodeKey } from './key-encoding.js';
+import { encodeText } from './key-encoding.js';
 import type { TableName } from './schema.js';
 import { epochMs, dateFromMs, msInterval } from './store.js';
 
@@ -31,31 +31,31 @@ export class LeaseTable {
    * unique violation.
    */
   async acquire(key: string, owner: string, ttl: number): Promise<Lease | null> {
-    const { rows } = await this.#query(this.#sql.acquire, [encodeKey(key), owner, ttl]);
+    const { rows } = await this.#query(this.#sql.acquire, [encodeText(key), owner, ttl]);
     if (rows.length === 0) return null;
     return { key, owner, fence: Number(rows[0].fence), expiresAt: dateFromMs(rows[0].expires_at)! };
   }
 
   /** New expiry, or `null` when `owner` no longer holds a live lease. */
   async extend(key: string, owner: string, ttl: number): Promise<Date | null> {
-    const { rows } = await this.#query(this.#sql.extend, [encodeKey(key), owner, ttl]);
+    const { rows } = await this.#query(this.#sql.extend, [encodeText(key), owner, ttl]);
     return rows.length === 0 ? null : dateFromMs(rows[0].expires_at);
   }
 
   async isHeld(key: string, owner: string): Promise<boolean> {
-    const { rows } = await this.#query(this.#sql.isHeld, [encodeKey(key), owner]);
+    const { rows } = await this.#query(this.#sql.isHeld, [encodeText(key), owner]);
     return rows.length > 0;
   }
 
   /** Releases `owner`'s lease and wakes waiters in the same statement. True when it was live. */
   async release(key: string, owner: string): Promise<boolean> {
-    const { rows } = await this.#query(this.#sql.release, [encodeKey(key), owner, this.channel]);
+    const { rows } = await this.#query(this.#sql.release, [encodeText(key), owner, this.channel]);
     return rows.length > 0 && rows[0].live === true;
   }
 
   /** Releases whoever holds the key and wakes waiters. */
   async forceRelease(key: string): Promise<void> {
-    await this.#query(this.#sql.forceRelease, [encodeKey(key), this.channel]);
+    await this.#query(this.#sql.forceRelease, [encodeText(key), this.channel]);
   }
 
   /** Deletes expired leases (fences live in the sequence, so none goes back). */

@@ -101,7 +101,7 @@ export function tableDdl(kind: TableKind, name: TableName): string[] {
       return [
         `CREATE TABLE IF NOT EXISTS ${t} (
   key TEXT COLLATE "C" NOT NULL PRIMARY KEY,
-  value BYTEA NOT NULL,
+  value TEXT NOT NULL,
   version BIGINT NOT NULL DEFAULT 1,
   updated_at TIMESTAMPTZ NOT NULL DEFAULT date_trunc('milliseconds', now()),
   expires_at TIMESTAMPTZ

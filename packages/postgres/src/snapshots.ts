@@ -20,7 +20,7 @@ import {
   type WorkflowSnapshot,
 } from '@stowage/core';
 import { PostgresConnection } from './connection.js';
-import { decodeKey, encodeKey, storedKey, storedPrefixLike } from './key-encoding.js';
+import { decodeText, encodeText, storedKey, storedPrefixLike } from './key-encoding.js';
 import { LeaseTable } from './leases.js';
 import { DEFAULT_TABLE_NAMES, DEFAULT_WORKFLOW_LOCK_TABLE, TableName } from './schema.js';
 import {
@@ -137,7 +137,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
     const values: unknown[] = [storedPrefixLike(this.#prefix + prefix), limit + 1];
     let position = '';
     if (after !== null) {
-      values.push(after.updatedAt, encodeKey(this.#prefix + after.id));
+      values.push(after.updatedAt, encodeText(this.#prefix + after.id));
       position = `AND (updated_at < $3::timestamptz OR (updated_at = $3::timestamptz AND id > $4))`;
     }
     const { rows } = await this.run(
@@ -146,9 +146,9 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
        ORDER BY updated_at DESC, id ASC LIMIT $2`,
       values,
     );
-    const prefixLength = encodeKey(this.#prefix).length;
+    const prefixLength = encodeText(this.#prefix).length;
     const items = rows.map((row: { id: string; updated_at: number }) => ({
-      id: decodeKey(row.id.slice(prefixLength)),
+      id: decodeText(row.id.slice(prefixLength)),
       updatedAt: new Date(Number(row.updated_at)).toISOString(),
     }));
     return toSnapshotPage(items, limit);
@@ -157,7 +157,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
   /** The id as stored: the store's prefix plus `id`. */
   #key(id: string): string {
     storedKey(id, 'snapshot id');
-    return encodeKey(this.#prefix + id);
+    return encodeText(this.#prefix + id);
   }
 }
 

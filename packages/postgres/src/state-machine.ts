@@ -29,7 +29,7 @@ import {
   type TransitionRequest,
 } from '@stowage/core';
 import { PostgresConnection } from './connection.js';
-import { decodeKey, encodeKey } from './key-encoding.js';
+import { decodeText, encodeText } from './key-encoding.js';
 import { TableName, ensureSchema, quoteIdentifier } from './schema.js';
 import {
   POSTGRES_CAPABILITIES,
@@ -207,7 +207,7 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
   async createItem(request: CreateItemRequest): Promise<{ item: ProcessItem; created: boolean }> {
     this.assertOpen();
     assertCreateItemRequest(request);
-    const values = [request.process, encodeKey(request.id), request.state, JSON.stringify(request.data), this.#channel, wakeupKey(request.process, request.state)];
+    const values = [request.process, encodeText(request.id), request.state, JSON.stringify(request.data), this.#channel, wakeupKey(request.process, request.state)];
     // Insert, log and notify; or, when the id exists, return the existing row. A concurrent
     // creation of the same id can hide from this statement's snapshot: then look again.
     for (;;) {
@@ -234,7 +234,7 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
     this.assertOpen();
     assertProcessName(process);
     assertItemId(id);
-    const { rows } = await this.run(`SELECT ${ITEM_COLUMNS} FROM ${this.#items} WHERE process = $1 AND id = $2`, [process, encodeKey(id)]);
+    const { rows } = await this.run(`SELECT ${ITEM_COLUMNS} FROM ${this.#items} WHERE process = $1 AND id = $2`, [process, encodeText(id)]);
     return rows.length === 0 ? null : toItem(rows[0]);
   }
 
@@ -245,7 +245,7 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
       `SELECT ${ITEM_COLUMNS} FROM ${this.#items}
        WHERE process = $1 AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR id > $3)
        ORDER BY id LIMIT $4`,
-      [request.process, request.state ?? null, request.after === undefined ? null : encodeKey(request.after), request.limit],
+      [request.process, request.state ?? null, request.after === undefined ? null : encodeText(request.after), request.limit],
     );
     return rows.map(toItem);
   }
@@ -257,16 +257,16 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
     const { rows } = await this.run(
       `SELECT item_id, from_state, to_state, version, kind, idempotency_key, error, ${epochMs('at')} AS at
        FROM ${this.#transitions} WHERE process = $1 AND item_id = $2 ORDER BY version`,
-      [process, encodeKey(id)],
+      [process, encodeText(id)],
     );
     return rows.map(
       (row): TransitionRecord => ({
-        itemId: decodeKey(row.item_id),
+        itemId: decodeText(row.item_id),
         from: row.from_state,
         to: row.to_state,
         version: Number(row.version),
         kind: row.kind as TransitionKind,
-        key: row.idempotency_key === null ? null : decodeKey(row.idempotency_key),
+        key: row.idempotency_key === null ? null : decodeText(row.idempotency_key),
         error: row.error,
         at: dateFromMs(row.at)!,
       }),
@@ -313,7 +313,7 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
        ORDER BY xid, seq LIMIT $5`,
       [process, state, after.xid, after.seq, limit, alreadyCommitted],
     );
-    return rows.map((row) => ({ itemId: decodeKey(row.item_id), state, version: Number(row.version), position: `${row.xid}:${row.seq}` }));
+    return rows.map((row) => ({ itemId: decodeText(row.item_id), state, version: Number(row.version), position: `${row.xid}:${row.seq}` }));
   }
 
   /** @internal Resolves on a NOTIFY for the state, or at once when wake-ups are off (the caller sleeps instead). */
@@ -337,7 +337,7 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
        ORDER BY lease_until NULLS FIRST, id LIMIT $4`,
       [request.process, request.state, request.includeUnclaimed, request.limit, request.unclaimedFor ?? null],
     );
-    return rows.map((row) => ({ itemId: decodeKey(row.id), state: row.state, version: Number(row.version), position: '' }));
+    return rows.map((row) => ({ itemId: decodeText(row.id), state: row.state, version: Number(row.version), position: '' }));
   }
 
   async claim(request: ClaimRequest): Promise<ProcessItem | null> {
@@ -347,7 +347,7 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
       `UPDATE ${this.#items} SET lease_owner = $5, lease_until = now() + ${msInterval('$6')}, attempts = attempts + 1
        WHERE process = $1 AND id = $2 AND state = $3 AND version = $4 AND (lease_until IS NULL OR lease_until <= now())
        RETURNING ${ITEM_COLUMNS}`,
-      [request.process, encodeKey(request.itemId), request.state, request.version, request.owner, request.lease],
+      [request.process, encodeText(request.itemId), request.state, request.version, request.owner, request.lease],
     );
     return rows.length === 0 ? null : toItem(rows[0]);
   }
@@ -358,7 +358,7 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
     const { rowCount } = await this.run(
       `UPDATE ${this.#items} SET lease_until = now() + ${msInterval('$5')}
        WHERE process = $1 AND id = $2 AND version = $3 AND lease_owner = $4`,
-      [request.process, encodeKey(request.itemId), request.version, request.owner, request.lease],
+      [request.process, encodeText(request.itemId), request.version, request.owner, request.lease],
     );
     return rowCount === 1;
   }
@@ -371,7 +371,7 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
          attempts = CASE WHEN $6 THEN greatest(attempts - 1, 0) ELSE attempts END,
          last_error = coalesce($7, last_error)
        WHERE process = $1 AND id = $2 AND version = $3 AND lease_owner = $4`,
-      [request.process, encodeKey(request.itemId), request.version, request.owner, request.delay, request.refundAttempt, request.error ?? null],
+      [request.process, encodeText(request.itemId), request.version, request.owner, request.delay, request.refundAttempt, request.error ?? null],
     );
     return rowCount === 1;
   }
@@ -392,14 +392,14 @@ export class PostgresProcessBackend extends PostgresStoreBase implements Process
        SELECT pg_notify($10, $11)::text AS notified, ${ITEM_COLUMNS} FROM moved`,
       [
         request.process,
-        encodeKey(request.itemId),
+        encodeText(request.itemId),
         request.from,
         request.version,
         request.to,
         request.data === undefined ? null : JSON.stringify(request.data),
         request.kind,
         request.error ?? null,
-        encodeKey(request.key),
+        encodeText(request.key),
         this.#channel,
         wakeupKey(request.process, request.to),
       ],
@@ -500,7 +500,7 @@ function parsePosition(position: string): FeedPosition {
 
 function toItem(row: ItemRow): ProcessItem {
   return {
-    id: decodeKey(row.id),
+    id: decodeText(row.id),
     state: row.state,
     data: JSON.parse(row.data) as JsonObject,
     version: Number(row.version),

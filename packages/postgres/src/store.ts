@@ -68,6 +68,7 @@ export abstract class PostgresStoreBase {
   protected readonly lifecycle: Lifecycle;
   readonly #setup: StoreSetup;
   #ready: Promise<void> | undefined;
+  #schemaIsReady = false;
   #cleanupTimer: ReturnType<typeof setInterval> | undefined;
 
   protected constructor(what: string, setup: StoreSetup) {
@@ -104,9 +105,12 @@ export abstract class PostgresStoreBase {
     if (!this.#ready) {
       const ready = this.prepare();
       this.#ready = ready;
-      ready.catch(() => {
-        if (this.#ready === ready) this.#ready = undefined; // retried by the next call
-      });
+      ready.then(
+        () => void (this.#schemaIsReady = true),
+        () => {
+          if (this.#ready === ready) this.#ready = undefined; // retried by the next call
+        },
+      );
     }
     return this.#ready;
   }
@@ -117,10 +121,11 @@ export abstract class PostgresStoreBase {
   }
 
   /** One statement, one round trip. Rejects with `E_CLOSED` after `close()`. */
-  protected async run(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
-    this.lifecycle.assertOpen();
-    await this.schemaReady();
-    return this.connection.query(text, values);
+  protected run(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
+    // Once the schema is there the statement goes out at once, without waiting a turn of the
+    // microtask queue for the settled schema promise.
+    if (this.#schemaIsReady && !this.lifecycle.isClosed) return this.connection.query(text, values);
+    return this.schemaReady().then(() => this.connection.query(text, values));
   }
 
   protected assertOpen(): void {

@@ -257,6 +257,26 @@ describeServer('postgres server specifics', () => {
     await kv.close();
   });
 
+  test('key-value values are text: ordinary ones read in SQL as written, U+0000 and U+0001 escaped and round-trip', async () => {
+    const tables = freshTables();
+    const kv = new PostgresKeyValueStore({ url, table: tables.kv });
+    const values = ['plain ✓', '\u0000', '\u0001', '\u00010', '\u00011', 'a\u0000b\u0001c', ''];
+    await kv.setMany(values.map((value, i) => ({ key: `k${i}`, value })));
+    expect(await kv.getMany(values.map((_, i) => `k${i}`))).toEqual(values);
+    for (const [i, value] of values.entries()) {
+      await kv.set(`single${i}`, value);
+      expect(await kv.get(`single${i}`)).toBe(value);
+      expect((await kv.getEntry(`single${i}`))?.value).toBe(value);
+    }
+    expect(await kv.compareAndSet('k1', '\u0001\u0000', 1)).toBe(2);
+    expect(await kv.get('k1')).toBe('\u0001\u0000');
+    const { rows } = await admin.query(`SELECT key, value, pg_typeof(value)::text AS type FROM ${tables.kv} WHERE key IN ('k0', 'k3')`);
+    const stored = Object.fromEntries(rows.map((row: { key: string; value: string }) => [row.key, row.value]));
+    expect(stored).toEqual({ k0: 'plain ✓', k3: '\u00011' + '0' });
+    expect(rows.every((row: { type: string }) => row.type === 'text')).toBe(true);
+    await kv.close();
+  });
+
   test('1 MB values round-trip in every store', async () => {
     const tables = freshTables();
     const big = 'x'.repeat(1024 * 1024 - 2) + '\u0000😀';

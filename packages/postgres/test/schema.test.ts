@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, test } from 'vitest';
 import { DEFAULT_TABLE_NAMES, PostgresLockingSnapshotStore, TableName, postgres, schemaSql, tableDdl } from '../src/index.js';
-import { decodeKey, encodeKey } from '../src/key-encoding.js';
+import { decodeText, encodeText } from '../src/key-encoding.js';
 
 describe('schemaSql', () => {
   test('the README shows exactly the DDL schemaSql() returns', () => {
@@ -27,14 +27,14 @@ describe('schemaSql', () => {
   });
 });
 
-describe('stored keys', () => {
-  test('the escape of U+0000 and U+0001 is reversible and leaves other keys alone', () => {
+describe('stored text (keys and key-value values)', () => {
+  test('the escape of U+0000 and U+0001 is reversible and leaves other strings alone', () => {
     for (const key of ['plain', '', '\u0000', '\u0001', '\u00010', '\u0001\u0000', 'a\u0000b\u0001c', '0\u00011']) {
-      expect(decodeKey(encodeKey(key))).toBe(key);
-      expect(encodeKey(key).includes('\u0000')).toBe(false);
+      expect(decodeText(encodeText(key))).toBe(key);
+      expect(encodeText(key).includes('\u0000')).toBe(false);
     }
-    expect(encodeKey('ordinary key ✓')).toBe('ordinary key ✓');
-    const stored = ['\u0000', '\u0001', '\u00010', '0'].map(encodeKey);
+    expect(encodeText('ordinary key ✓')).toBe('ordinary key ✓');
+    const stored = ['\u0000', '\u0001', '\u00010', '0'].map(encodeText);
     expect(new Set(stored).size).toBe(4);
   });
 });
