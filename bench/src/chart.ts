@@ -91,9 +91,9 @@ export function renderChart(report: BenchReport): string {
       const mid = (groupTop + by) / 2 + 4;
       text(16, mid, op.op, 'font-size="11"');
       const verdict = op.checks.length === 0 ? '' : failed ? '✗' : '✓';
-      text(WIDTH - 125, mid, `${verdict} ${op.rawRatio === null ? '' : `${op.rawRatio.toFixed(2)}× raw`}`, `font-size="11" fill="${failed ? '#b91c1c' : '#15803d'}"`);
+      text(WIDTH - 125, mid, `${verdict} ${op.rawRatio === null ? '' : `${ratioText(op.rawRatio)}× raw`}`, `font-size="11" fill="${failed ? '#b91c1c' : '#15803d'}"`);
       const peerMiss = op.peerRatios.find((p) => p.target !== null && p.ratio !== null && p.ratio < p.target);
-      if (peerMiss) text(WIDTH - 125, mid + 12, `${peerMiss.ratio!.toFixed(2)}× ${peerMiss.peer}`, 'font-size="9" fill="#b91c1c"');
+      if (peerMiss) text(WIDTH - 125, mid + 12, `${ratioText(peerMiss.ratio!)}× ${peerMiss.peer}`, 'font-size="9" fill="#b91c1c"');
       y = by + GROUP_GAP - 6;
     }
     // axis lines over the whole panel

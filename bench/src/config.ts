@@ -31,7 +31,7 @@ export const config = {
   concurrency: intFromEnv('BENCH_CONCURRENCY', 32, 32),
   /** Wall-time budget per operation (ms): later rounds are skipped once it is spent (slow servers). */
   opBudgetMs: intFromEnv('BENCH_OP_BUDGET_MS', 20_000, 5_000),
-  /** Rounds per operation; implementations run back to back within a round, the median counts. */
+  /** Rounds per operation; implementations take turns in slices within a round, the median round ratio counts. */
   rounds: intFromEnv('BENCH_ROUNDS', 5, 1),
   /** Connections per pool / MongoClient (the same for stowage, the raw driver and peers). */
   poolSize: intFromEnv('BENCH_POOL_SIZE', 10, 10),

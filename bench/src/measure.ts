@@ -1,8 +1,8 @@
 /**
  * Timing primitives. Latency: one call at a time, each timed. Throughput: a fixed number of
- * calls with `concurrency` in flight, timed as a whole. Implementations of one operation run
- * back to back within each round and ratios are taken round by round, so that a noisy moment
- * on a 2-core machine hurts every implementation alike instead of one of them.
+ * calls with `concurrency` in flight, timed as a whole. The implementations of one operation
+ * take turns in short slices and ratios are taken round by round (see `runOp`), so that a
+ * noisy moment on a 2-core machine hurts every implementation alike instead of one of them.
  */
 export interface Runnable {
   run(i: number): Promise<unknown>;

@@ -6,7 +6,7 @@
 import type { CacheProvider, KeyValueStore, LockProvider, LockingSnapshotStore } from '@stowage/core';
 import { opSelected } from './config.ts';
 import type { Impl, OpBench, PeerImpl } from './types.ts';
-import { BATCH_SIZE, CACHE_VALUE, KeySpace, KV_VALUE, SNAPSHOT, SNAPSHOT_BYTES } from './workload.ts';
+import { BATCH_SIZE, CACHE_VALUE, KeySpace, KV_VALUE, SNAPSHOT, SNAPSHOT_BYTES, cacheValue, kvValue } from './workload.ts';
 
 export interface StowageSet {
   kv: KeyValueStore;
@@ -72,7 +72,7 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
     note: string,
     keys: KeySpace,
     call: (set: StowageSet, i: number) => Promise<unknown>,
-    extra: Pick<Impl, 'seed' | 'prepare'> & Pick<OpBench, 'callerValues'> & { expectedRoundTrips?: number; concurrency?: number } = {},
+    extra: Pick<Impl, 'seed' | 'prepare'> & Pick<OpBench, 'callerValues' | 'returnsCallerValue'> & { expectedRoundTrips?: number; concurrency?: number } = {},
   ): void => {
     if (!opSelected(name)) return;
     ops.push({
@@ -85,6 +85,7 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
       observed: (i) => call(observed, i),
       peers: peersFor(name, keys),
       callerValues: extra.callerValues,
+      returnsCallerValue: extra.returnsCallerValue,
     });
   };
 
@@ -96,7 +97,7 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
   }
   {
     const keys = new KeySpace('kv.set', READ_SPACE);
-    add('kv.set', 'upsert a 100 B value, no TTL', keys, (s, i) => s.kv.set(keys.key(i), KV_VALUE));
+    add('kv.set', 'upsert a 100 B value, no TTL', keys, (s, i) => s.kv.set(keys.key(i), kvValue(i)));
   }
   {
     const keys = new KeySpace('kv.delete', null);
@@ -122,7 +123,7 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
       'kv.setMany',
       `setMany of ${setManyBatch} existing keys (100 B values)${options.setManyNote ? ` — ${options.setManyNote}` : ''}`,
       keys,
-      (s, i) => s.kv.setMany(keys.keysOf(i, setManyBatch).map((key) => ({ key, value: KV_VALUE }))),
+      (s, i) => s.kv.setMany(keys.keysOf(i, setManyBatch).map((key) => ({ key, value: kvValue(i) }))),
       { concurrency: options.setManyConcurrency },
     );
   }
@@ -170,12 +171,13 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
     const keys = new KeySpace('cache.get', READ_SPACE);
     add('cache.get', 'get an existing JSON value (~100 B)', keys, (s, i) => s.cache.get(keys.key(i)), {
       seed: () => forEachParallel(READ_SPACE, 16, (i) => measured.cache.set(keys.key(i), CACHE_VALUE)),
+      returnsCallerValue: true,
     });
   }
   {
     const keys = new KeySpace('cache.set', READ_SPACE);
-    add('cache.set', 'set a JSON value (~100 B), no TTL', keys, (s, i) => s.cache.set(keys.key(i), CACHE_VALUE), {
-      callerValues: [CACHE_VALUE],
+    add('cache.set', 'set a JSON value (~100 B), no TTL', keys, (s, i) => s.cache.set(keys.key(i), cacheValue(i)), {
+      callerValues: [cacheValue(-1)],
     });
   }
   return ops;

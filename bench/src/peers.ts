@@ -5,7 +5,7 @@
 import type Keyv from 'keyv';
 import { forEachParallel, untilFree, type PeersFor } from './ops.ts';
 import type { PeerImpl } from './types.ts';
-import { CACHE_VALUE, KV_VALUE, SNAPSHOT, type KeySpace } from './workload.ts';
+import { CACHE_VALUE, KV_VALUE, SNAPSHOT, cacheValue, kvValue, type KeySpace } from './workload.ts';
 
 const READ_SPACE = 100;
 
@@ -37,7 +37,7 @@ export function keyvPeers(name: string, keyv: Keyv, observed: Keyv, targetsOnly 
       case 'kv.get':
         return peer((k, i) => k.get(keys.key(i)), 1, { seed: seed(KV_VALUE, READ_SPACE) });
       case 'kv.set':
-        return peer((k, i) => k.set(keys.key(i), KV_VALUE), 1);
+        return peer((k, i) => k.set(keys.key(i), kvValue(i)), 1);
       case 'kv.delete':
         return peer((k, i) => k.delete(keys.key(i)), null, { prepare: (count) => seed(KV_VALUE, count)() });
       case 'kv.exists':
@@ -45,11 +45,11 @@ export function keyvPeers(name: string, keyv: Keyv, observed: Keyv, targetsOnly 
       case 'kv.getMany':
         return peer((k, i) => k.getMany(keys.keysOf(i, 100)), null, { seed: seed(KV_VALUE, 2, 100) });
       case 'kv.setMany':
-        return peer((k, i) => k.setMany(keys.keysOf(i, 100).map((key) => ({ key, value: KV_VALUE }))), null);
+        return peer((k, i) => k.setMany(keys.keysOf(i, 100).map((key) => ({ key, value: kvValue(i) }))), null);
       case 'cache.get':
         return peer((k, i) => k.get(keys.key(i)), 1, { seed: seed(CACHE_VALUE, READ_SPACE) });
       case 'cache.set':
-        return peer((k, i) => k.set(keys.key(i), CACHE_VALUE), 1);
+        return peer((k, i) => k.set(keys.key(i), cacheValue(i)), 1);
       default:
         return [];
     }

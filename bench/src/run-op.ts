@@ -8,6 +8,11 @@ import { median, percentile, ratioText } from './stats.ts';
 import type { BackendBench, Impl, ImplResult, OpBench, OpResult, PeerImpl, TargetCheck } from './types.ts';
 
 export const RAW_RATIO_TARGET = 0.9;
+/** Throughput rounds that run even when an operation is over its time budget. */
+const MIN_THROUGHPUT_ROUNDS = 3;
+const MAX_SLICES = 32;
+/** A throughput slice makes at least this many calls per call in flight. */
+const MIN_SLICE_CALLS_PER_SLOT = 4;
 const ROUND_TRIP_SAMPLE = 4;
 
 function errorText(error: unknown): string {
@@ -18,7 +23,7 @@ interface Slot {
   impl: Impl;
   result: ImplResult;
   latencies: number[];
-  /** Mean ms per sequential call: from the warm-up until the latency rounds have measured it. */
+  /** Mean ms per sequential call in the warm-up: sizes the throughput phases. */
   meanMs: number;
 }
 
@@ -152,7 +157,38 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     }
   }
 
-  // latency: every implementation, alternating, `rounds` times
+  // Throughput decides the verdicts, so it runs first and gets at least MIN_THROUGHPUT_ROUNDS
+  // rounds whatever the budget. Within a round the implementations take turns in short slices,
+  // in palindromes (A B C C B A A B C C B A …): the machine's load changes from one half second
+  // to the next, and only calls made close together in time see the same machine.
+  for (let round = 0; round < config.rounds && !(round >= MIN_THROUGHPUT_ROUNDS && overBudget(round)); round++) {
+    const order = rotate(live(), round);
+    const palindrome = [...order, ...[...order].reverse()];
+    const spent = new Map<Slot, { calls: number; ms: number; cpuMicros: number }>();
+    const slices = slicesFor(Math.min(...order.map(countFor)), result.concurrency);
+    for (let pass = 0; pass < slices / 2; pass++) {
+      for (const slot of palindrome) {
+        if (slot.result.error !== undefined) continue;
+        const count = Math.ceil(countFor(slot) / slices);
+        trace(`throughput ${slot.impl.name} round ${round} slice ${pass}: ${count} calls`);
+        try {
+          await preparePhase(op, slot.impl, count);
+          const sample = await timeConcurrent(slot.impl, count, result.concurrency);
+          const sum = spent.get(slot) ?? { calls: 0, ms: 0, cpuMicros: 0 };
+          spent.set(slot, { calls: sum.calls + count, ms: sum.ms + sample.elapsedMs, cpuMicros: sum.cpuMicros + sample.cpuMicrosPerOp * count });
+        } catch (error) {
+          slot.result.error = errorText(error);
+        }
+      }
+    }
+    for (const [slot, sum] of spent) {
+      if (slot.result.error !== undefined) continue;
+      slot.result.roundsOpsPerSec.push((sum.calls / sum.ms) * 1000);
+      slot.result.roundsCpuMicrosPerOp.push(sum.cpuMicros / sum.calls);
+    }
+  }
+
+  // latency: every implementation, alternating, `rounds` times or once the budget is spent
   for (let round = 0; round < config.rounds && !overBudget(round); round++) {
     for (const slot of rotate(live(), round)) {
       trace(`latency ${slot.impl.name} round ${round}`);
@@ -168,24 +204,8 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     if (slot.latencies.length === 0) continue;
     const mean = slot.latencies.reduce((a, b) => a + b, 0) / slot.latencies.length;
     slot.result.latency = { p50: percentile(slot.latencies, 50), p99: percentile(slot.latencies, 99), mean, samples: slot.latencies.length };
-    slot.meanMs = mean;
   }
 
-  // throughput: each implementation gets about `throughputMs` of calls per round
-  for (let round = 0; round < config.rounds && !overBudget(round); round++) {
-    for (const slot of rotate(live(), round)) {
-      const count = countFor(slot);
-      trace(`throughput ${slot.impl.name} round ${round}: ${count} calls`);
-      try {
-        await preparePhase(op, slot.impl, count);
-        const sample = await timeConcurrent(slot.impl, count, result.concurrency);
-        slot.result.roundsOpsPerSec.push(sample.opsPerSec);
-        slot.result.roundsCpuMicrosPerOp.push(sample.cpuMicrosPerOp);
-      } catch (error) {
-        slot.result.error = errorText(error);
-      }
-    }
-  }
   for (const slot of slots) {
     if (slot.result.roundsOpsPerSec.length > 0) {
       slot.result.opsPerSec = median(slot.result.roundsOpsPerSec);
@@ -200,13 +220,22 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
 
 /**
  * stowage's throughput relative to another implementation: the median, over rounds, of the two
- * ops/s of one round. Within a round the implementations run back to back, so a slow moment of
- * the machine or a server that drifts over the run weighs on both sides of each ratio alike.
+ * ops/s of one round. Within a round the implementations take turns in short slices, so a slow
+ * moment of the machine or a server that drifts over the run weighs on both sides of each ratio alike.
  */
 function pairedRatio(stowage: ImplResult, other: ImplResult): number | null {
   const rounds = Math.min(stowage.roundsOpsPerSec.length, other.roundsOpsPerSec.length);
   if (rounds === 0) return null;
   return median(Array.from({ length: rounds }, (_, r) => stowage.roundsOpsPerSec[r]! / other.roundsOpsPerSec[r]!));
+}
+
+/**
+ * Slices per implementation and round: up to MAX_SLICES, even (whole palindromes), and each
+ * slice long enough to keep `concurrency` calls in flight most of the time.
+ */
+function slicesFor(callsPerRound: number, concurrency: number): number {
+  const fitting = Math.floor(callsPerRound / (MIN_SLICE_CALLS_PER_SLOT * concurrency));
+  return Math.max(2, Math.min(MAX_SLICES, fitting - (fitting % 2)));
 }
 
 function rotate<T>(items: T[], by: number): T[] {

@@ -57,6 +57,12 @@ export interface OpBench {
    * them as BSON.)
    */
   callerValues?: readonly unknown[];
+  /**
+   * The call hands the caller back an object that stowage keeps as JSON text (the cache's
+   * `get`): the raw replay parses the text it read, as code using the driver directly would.
+   * The other half of `callerValues`: a value's way into the database and its way back out.
+   */
+  returnsCallerValue?: boolean;
 }
 
 /** A backend the bench runs on: its operations and how to watch its driver. */

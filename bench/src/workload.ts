@@ -7,6 +7,22 @@ export const KV_VALUE = JSON.stringify({ user: 'u-1234', plan: 'pro', seats: 12,
 /** A small JSON value for cache writes (~100 bytes as JSON). */
 export const CACHE_VALUE = { id: 4711, name: 'Ada Lovelace', roles: ['admin', 'editor'], active: true, score: 98.5, tags: { team: 'core' } };
 
+/**
+ * What the `call`th write call writes: KV_VALUE ending in the call number, so that every write
+ * of a key changes it, as real writes do. MongoDB and FerretDB skip an update that changes
+ * nothing; with one value written over and over, a store that writes only the value (as
+ * @keyv/mongo does) would be measured writing nothing at all.
+ */
+export function kvValue(call: number): string {
+  const tag = String(call);
+  return KV_VALUE.slice(0, KV_VALUE.length - tag.length) + tag;
+}
+
+/** The cache value of the `call`th set call (see {@link kvValue}). */
+export function cacheValue(call: number): typeof CACHE_VALUE & { revision: number } {
+  return { ...CACHE_VALUE, revision: call };
+}
+
 export const BATCH_SIZE = 100;
 
 /** An awaitly WorkflowSnapshot of about 5 KB of JSON. */

@@ -21,6 +21,12 @@ import { openMongoLockProvider, openStowageMongo } from './stowage-mongo.ts';
  */
 export const BENCH_DATABASE = `stowage_bench_${process.pid}`;
 
+/** The JSON in the `value` field of the document a replayed `find` found (see `OpBench.returnsCallerValue`). */
+function parseFoundValue(reply: unknown): unknown {
+  const found = (reply as { cursor: { firstBatch: { value: string }[] } }).cursor.firstBatch[0];
+  return found === undefined ? null : JSON.parse(found.value);
+}
+
 /**
  * FerretDB v1.24 (SQLite) never answers an `update` command of 100 or more upserts that match
  * existing documents, nor two concurrent multi-statement updates (50 each, different
@@ -197,7 +203,9 @@ export async function mongoBackend(url: string, label: string): Promise<BackendB
     },
     rawFor(op: OpBench, observation: Observation): Impl {
       const replayer = mongoReplayer(rawClient, observation.capture as MongoCommand[]);
-      return { name: 'raw mongodb', kind: 'raw', keyParams: replayer.markers, run: (i) => replayer.run((j) => op.keys.key(i, j)) };
+      const replay = (i: number) => replayer.run((j) => op.keys.key(i, j));
+      const run = op.returnsCallerValue ? (i: number) => replay(i).then(parseFoundValue) : replay;
+      return { name: 'raw mongodb', kind: 'raw', keyParams: replayer.markers, run };
     },
     async close() {
       await measured?.close().catch(() => undefined);

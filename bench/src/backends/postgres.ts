@@ -15,6 +15,12 @@ import { openPostgresLockProvider, openStowagePostgres } from './stowage-postgre
 
 export const BENCH_SCHEMA = 'stowage_bench';
 
+/** The JSON in the `value` column of the row a replayed read found (see `OpBench.returnsCallerValue`). */
+function parseFoundValue(result: unknown): unknown {
+  const row = (result as pg.QueryResult<{ value: string }>).rows[0];
+  return row === undefined ? null : JSON.parse(row.value);
+}
+
 function describe(statement: PgStatement): string {
   const text = statement.text.replace(/\s+/g, ' ').trim();
   const params = statement.values === undefined ? '' : ` [${statement.values.length} params]`;
@@ -84,7 +90,9 @@ export async function postgresBackend(id: 'pglite' | 'postgres', title: string, 
     },
     rawFor(op: OpBench, observation: Observation): Impl {
       const replayer = pgReplayer(rawPool, observation.capture as PgStatement[], op.callerValues);
-      return { name: 'raw pg', kind: 'raw', keyParams: replayer.markers, run: (i) => replayer.run((j) => op.keys.key(i, j)) };
+      const replay = (i: number) => replayer.run((j) => op.keys.key(i, j));
+      const run = op.returnsCallerValue ? (i: number) => replay(i).then(parseFoundValue) : replay;
+      return { name: 'raw pg', kind: 'raw', keyParams: replayer.markers, run };
     },
     async close() {
       await opened?.close().catch(() => undefined);
