@@ -11,6 +11,8 @@ binary="$cache/bin/ferretdb-ci-$version"
 port="${STOWAGE_FERRETDB_PORT:-27117}"
 state="${TMPDIR:-/tmp}/stowage-ferretdb-$port"
 
+port_answers() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
+
 case "${1:-start}" in
   start)
     if [ ! -x "$binary" ]; then
@@ -19,12 +21,18 @@ case "${1:-start}" in
       mkdir -p "$cache/bin"
       (cd "$here/ferretdb" && go build -o "$binary.tmp" . >&2) && mv "$binary.tmp" "$binary"
     fi
-    "$0" stop >/dev/null 2>&1 || true
+    "$0" stop
+    if port_answers; then
+      echo "port $port is taken by a process this script did not start; stop it or set STOWAGE_FERRETDB_PORT" >&2
+      exit 1
+    fi
     rm -rf "$state" && mkdir -p "$state/data"
     nohup "$binary" -listen-addr "127.0.0.1:$port" -sqlite-dir "$state/data" >"$state/log" 2>&1 &
-    echo $! >"$state/pid"
+    pid=$!
+    echo "$pid" >"$state/pid"
     for _ in $(seq 1 100); do
-      if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      kill -0 "$pid" 2>/dev/null || break
+      if port_answers; then
         echo "mongodb://127.0.0.1:$port/"
         exit 0
       fi
@@ -35,8 +43,14 @@ case "${1:-start}" in
     exit 1
     ;;
   stop)
+    # Waits until the process is gone, so that a start right after never finds the old server
+    # still on the port (or still writing to the data directory it is about to delete).
     if [ -f "$state/pid" ]; then
-      kill "$(cat "$state/pid")" 2>/dev/null || true
+      pid="$(cat "$state/pid")"
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -9 "$pid" 2>/dev/null || true
+      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
       rm -f "$state/pid"
     fi
     ;;
