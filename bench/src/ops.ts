@@ -138,6 +138,7 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
     const keys = new KeySpace('snap.load', space);
     add('snapshot.load', `load a ${(SNAPSHOT_BYTES / 1024).toFixed(1)} KB workflow snapshot`, keys, (s, i) => s.snapshots.load(keys.key(i)), {
       seed: () => forEachParallel(space, 16, (i) => measured.snapshots.save(keys.key(i), SNAPSHOT)),
+      returnsCallerValue: 'snapshot',
     });
   }
   {
@@ -171,7 +172,7 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
     const keys = new KeySpace('cache.get', READ_SPACE);
     add('cache.get', 'get an existing JSON value (~100 B)', keys, (s, i) => s.cache.get(keys.key(i)), {
       seed: () => forEachParallel(READ_SPACE, 16, (i) => measured.cache.set(keys.key(i), CACHE_VALUE)),
-      returnsCallerValue: true,
+      returnsCallerValue: 'value',
     });
   }
   {

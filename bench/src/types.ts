@@ -58,11 +58,12 @@ export interface OpBench {
    */
   callerValues?: readonly unknown[];
   /**
-   * The call hands the caller back an object that stowage keeps as JSON text (the cache's
-   * `get`): the raw replay parses the text it read, as code using the driver directly would.
-   * The other half of `callerValues`: a value's way into the database and its way back out.
+   * The call hands the caller back an object that stowage keeps as JSON in this column or
+   * field (the cache's `value`, a snapshot's `snapshot`): the raw replay parses the JSON text
+   * it read, as code using the driver directly would. The other half of `callerValues`: a
+   * value's way into the database and its way back out.
    */
-  returnsCallerValue?: boolean;
+  returnsCallerValue?: 'value' | 'snapshot';
 }
 
 /** A backend the bench runs on: its operations and how to watch its driver. */

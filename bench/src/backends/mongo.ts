@@ -21,10 +21,10 @@ import { openMongoLockProvider, openStowageMongo } from './stowage-mongo.ts';
  */
 export const BENCH_DATABASE = `stowage_bench_${process.pid}`;
 
-/** The JSON in the `value` field of the document a replayed `find` found (see `OpBench.returnsCallerValue`). */
-function parseFoundValue(reply: unknown): unknown {
-  const found = (reply as { cursor: { firstBatch: { value: string }[] } }).cursor.firstBatch[0];
-  return found === undefined ? null : JSON.parse(found.value);
+/** The JSON text in `field` of the document a replayed `find` found, parsed (see `OpBench.returnsCallerValue`). */
+function parseFoundValue(reply: unknown, field: string): unknown {
+  const found = (reply as { cursor: { firstBatch: Record<string, string>[] } }).cursor.firstBatch[0];
+  return found === undefined ? null : JSON.parse(found[field]!);
 }
 
 /**
@@ -204,7 +204,8 @@ export async function mongoBackend(url: string, label: string): Promise<BackendB
     rawFor(op: OpBench, observation: Observation): Impl {
       const replayer = mongoReplayer(rawClient, observation.capture as MongoCommand[]);
       const replay = (i: number) => replayer.run((j) => op.keys.key(i, j));
-      const run = op.returnsCallerValue ? (i: number) => replay(i).then(parseFoundValue) : replay;
+      const field = op.returnsCallerValue;
+      const run = field === undefined ? replay : (i: number) => replay(i).then((reply) => parseFoundValue(reply, field));
       return { name: 'raw mongodb', kind: 'raw', keyParams: replayer.markers, run };
     },
     async close() {

@@ -15,10 +15,15 @@ import { openPostgresLockProvider, openStowagePostgres } from './stowage-postgre
 
 export const BENCH_SCHEMA = 'stowage_bench';
 
-/** The JSON in the `value` column of the row a replayed read found (see `OpBench.returnsCallerValue`). */
-function parseFoundValue(result: unknown): unknown {
-  const row = (result as pg.QueryResult<{ value: string }>).rows[0];
-  return row === undefined ? null : JSON.parse(row.value);
+/**
+ * The object in `column` of the row a replayed read found (see `OpBench.returnsCallerValue`):
+ * text is parsed here; a `json` column (snapshots) arrives parsed by `pg` already.
+ */
+function parseFoundValue(result: unknown, column: string): unknown {
+  const row = (result as pg.QueryResult<Record<string, unknown>>).rows[0];
+  if (row === undefined) return null;
+  const found = row[column];
+  return typeof found === 'string' ? JSON.parse(found) : found;
 }
 
 function describe(statement: PgStatement): string {
@@ -91,7 +96,8 @@ export async function postgresBackend(id: 'pglite' | 'postgres', title: string, 
     rawFor(op: OpBench, observation: Observation): Impl {
       const replayer = pgReplayer(rawPool, observation.capture as PgStatement[], op.callerValues);
       const replay = (i: number) => replayer.run((j) => op.keys.key(i, j));
-      const run = op.returnsCallerValue ? (i: number) => replay(i).then(parseFoundValue) : replay;
+      const column = op.returnsCallerValue;
+      const run = column === undefined ? replay : (i: number) => replay(i).then((result) => parseFoundValue(result, column));
       return { name: 'raw pg', kind: 'raw', keyParams: replayer.markers, run };
     },
     async close() {
