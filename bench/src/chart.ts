@@ -37,7 +37,7 @@ export function renderChart(report: BenchReport): string {
   text(
     16,
     y,
-    `${report.startedAt} · node ${report.node} · ${report.cpus} CPUs · ${report.settings.concurrency} in flight · median of ${report.settings.rounds} round(s)${report.settings.quick ? ' · BENCH_QUICK' : ''}`,
+    `${report.startedAt} · node ${report.node} · ${report.cpus} CPUs · ${report.settings.concurrency} in flight · median of ${report.settings.rounds}–${report.settings.maxRounds} rounds${report.settings.quick ? ' · BENCH_QUICK' : ''}`,
     'font-size="11" fill="#555"',
   );
   y += 20;

@@ -33,6 +33,8 @@ export const config = {
   opBudgetMs: intFromEnv('BENCH_OP_BUDGET_MS', 20_000, 5_000),
   /** Rounds per operation; implementations take turns in slices within a round, the median round ratio counts. */
   rounds: intFromEnv('BENCH_ROUNDS', 5, 1),
+  /** More rounds, up to this many, while a ratio's median is still imprecise (noisy servers). */
+  maxRounds: intFromEnv('BENCH_MAX_ROUNDS', 15, 1),
   /** Connections per pool / MongoClient (the same for stowage, the raw driver and peers). */
   poolSize: intFromEnv('BENCH_POOL_SIZE', 10, 10),
   /** Operations of the heap-growth run, per backend. */

@@ -98,7 +98,7 @@ async function main(): Promise<void> {
   const started = new Date();
   const startedAt = performance.now();
   log(
-    `settings: ${config.quick ? 'BENCH_QUICK, ' : ''}${config.rounds} round(s), ${config.latencyIterations} sequential calls/round, ` +
+    `settings: ${config.quick ? 'BENCH_QUICK, ' : ''}${config.rounds}–${config.maxRounds} round(s), ${config.latencyIterations} sequential calls/round, ` +
       `~${config.throughputMs} ms throughput phases at ${config.concurrency} in flight, pool ${config.poolSize}, heap run ${config.memoryOps} ops`,
   );
   const backends: BackendReport[] = [];
@@ -161,8 +161,8 @@ async function main(): Promise<void> {
       `${config.quick ? ' — BENCH_QUICK (noisy)' : ''}`,
   );
   out.push(
-    `latency: ${config.rounds}×${config.latencyIterations} sequential calls; throughput: ${config.concurrency} in flight, median of ${config.rounds} round(s); ` +
-      `stowage÷ = stowage throughput divided by that row's (median of the rounds' ratios); RT = round trips per call (measured/expected)`,
+    `latency: up to ${config.rounds}×${config.latencyIterations} sequential calls; throughput: ${config.concurrency} in flight, median of the rounds' ratios; ` +
+      `stowage÷ = stowage throughput divided by that row's; rounds = throughput rounds (${config.rounds}, up to ${config.maxRounds} while a ratio is imprecise); RT = round trips per call (measured/expected)`,
   );
   for (const backend of backends) {
     out.push('');

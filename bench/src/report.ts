@@ -76,12 +76,13 @@ function opRows(op: OpResult, backendError: string | null): string[][] {
       impl.opsPerSec !== null ? formatInt(impl.opsPerSec) : '-',
       impl.cpuMicrosPerOp !== null ? impl.cpuMicrosPerOp.toFixed(0) : '-',
       ratio,
+      isStowage ? String(impl.roundsOpsPerSec.length) : '',
       isStowage ? `${rt}/${op.expectedRoundTrips}` : rt,
       verdict,
     ]);
   }
   if (stowage?.error !== undefined && (backendError === null || !stowage.error.includes(backendError))) {
-    rows.push(['', `↳ ${stowage.error.slice(0, 60)}`, '', '', '', '', '', '', '']);
+    rows.push(['', `↳ ${stowage.error.slice(0, 60)}`, '', '', '', '', '', '', '', '']);
   }
   return rows;
 }
@@ -102,7 +103,7 @@ export function renderBackend(backend: BackendReport): string {
   if (backend.ops.length > 0) {
     out.push(
       renderTable(
-        ['operation', 'impl', 'p50 µs', 'p99 µs', `ops/s @${config.concurrency}`, 'cpu µs/op', 'stowage÷', 'RT', 'verdict'],
+        ['operation', 'impl', 'p50 µs', 'p99 µs', `ops/s @${config.concurrency}`, 'cpu µs/op', 'stowage÷', 'rounds', 'RT', 'verdict'],
         backend.ops.flatMap((op) => opRows(op, backend.stowageError)),
         ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
       ),

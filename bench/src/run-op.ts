@@ -10,6 +10,11 @@ import type { BackendBench, Impl, ImplResult, OpBench, OpResult, PeerImpl, Targe
 export const RAW_RATIO_TARGET = 0.9;
 /** Throughput rounds that run even when an operation is over its time budget. */
 const MIN_THROUGHPUT_ROUNDS = 3;
+/**
+ * Past `config.rounds`, rounds go on (up to `config.maxRounds`, within the budget) while the
+ * standard error of a ratio's median is above this: a noisy server gets more rounds.
+ */
+const RATIO_PRECISION = 0.025;
 const MAX_SLICES = 32;
 /** A throughput slice makes at least this many calls per call in flight. */
 const MIN_SLICE_CALLS_PER_SLOT = 4;
@@ -23,8 +28,10 @@ interface Slot {
   impl: Impl;
   result: ImplResult;
   latencies: number[];
-  /** Mean ms per sequential call in the warm-up: sizes the throughput phases. */
+  /** Mean ms per sequential call in the warm-up: sizes the concurrent warm-up. */
   meanMs: number;
+  /** Calls per throughput round: about `throughputMs` at the rate of the concurrent warm-up. */
+  roundCalls: number;
 }
 
 /** Moves the key space on and lets `impl` create what the next `count` calls need. */
@@ -81,7 +88,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   const overBudget = (round: number) => round > 0 && performance.now() > deadline;
 
   // stowage first: warm both instances, capture its statements, count its round trips
-  const stowage: Slot = { impl: op.stowage, result: emptyResult(op.stowage), latencies: [], meanMs: 1 };
+  const stowage: Slot = { impl: op.stowage, result: emptyResult(op.stowage), latencies: [], meanMs: 1, roundCalls: 0 };
   const slots: Slot[] = [stowage];
   try {
     trace('seeding');
@@ -99,7 +106,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     stowage.result.roundTripDetail = rt.detail;
     const raw = backend.rawFor(op, capture);
     result.replayKeyParams = raw.keyParams ?? null;
-    const rawSlot: Slot = { impl: raw, result: emptyResult(raw), latencies: [], meanMs: 1 };
+    const rawSlot: Slot = { impl: raw, result: emptyResult(raw), latencies: [], meanMs: 1, roundCalls: 0 };
     rawSlot.result.roundTrips = capture.count;
     slots.push(rawSlot);
   } catch (error) {
@@ -108,7 +115,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   }
 
   for (const peer of op.peers) {
-    const slot: Slot = { impl: peer, result: emptyResult(peer), latencies: [], meanMs: 1 };
+    const slot: Slot = { impl: peer, result: emptyResult(peer), latencies: [], meanMs: 1, roundCalls: 0 };
     trace(`seeding and warming up ${peer.name}`);
     try {
       await peer.seed?.();
@@ -138,9 +145,9 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   }
   const live = () => slots.filter((s) => s.result.error === undefined);
 
-  // throughput phases get about `throughputMs` of calls each, sized from the sequential mean
+  // the concurrent warm-up gets about `throughputMs` of calls, sized from the sequential mean
   // (32 in flight are assumed about 3x faster than one at a time)
-  const countFor = (slot: Slot) =>
+  const warmUpCalls = (slot: Slot) =>
     Math.max(result.concurrency, Math.min(50_000, Math.round((config.throughputMs / slot.meanMs) * Math.min(3, result.concurrency))));
 
   // One untimed concurrent phase each: sequential warm-up calls leave code that only runs hot
@@ -149,27 +156,31 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   for (const slot of live()) {
     trace(`warming up ${slot.impl.name} concurrently`);
     try {
-      const count = countFor(slot);
+      const count = warmUpCalls(slot);
       await preparePhase(op, slot.impl, count);
-      await timeConcurrent(slot.impl, count, result.concurrency);
+      const { opsPerSec } = await timeConcurrent(slot.impl, count, result.concurrency);
+      slot.roundCalls = Math.max(2 * MIN_SLICE_CALLS_PER_SLOT * result.concurrency, Math.min(50_000, Math.round((opsPerSec * config.throughputMs) / 1000)));
     } catch (error) {
       slot.result.error = errorText(error);
     }
   }
 
   // Throughput decides the verdicts, so it runs first and gets at least MIN_THROUGHPUT_ROUNDS
-  // rounds whatever the budget. Within a round the implementations take turns in short slices,
-  // in palindromes (A B C C B A A B C C B A …): the machine's load changes from one half second
-  // to the next, and only calls made close together in time see the same machine.
-  for (let round = 0; round < config.rounds && !(round >= MIN_THROUGHPUT_ROUNDS && overBudget(round)); round++) {
+  // rounds whatever the budget, and more than `config.rounds` while its ratios are imprecise.
+  // Within a round the implementations take turns in short slices, in palindromes
+  // (A B C C B A A B C C B A …): the machine's load changes from one half second to the next,
+  // and only calls made close together in time see the same machine.
+  const moreRounds = (round: number) =>
+    round < config.rounds || (round < config.maxRounds && ratioStandardError(slots.map((s) => s.result), op) > RATIO_PRECISION);
+  for (let round = 0; moreRounds(round) && !(round >= MIN_THROUGHPUT_ROUNDS && overBudget(round)); round++) {
     const order = rotate(live(), round);
     const palindrome = [...order, ...[...order].reverse()];
     const spent = new Map<Slot, { calls: number; ms: number; cpuMicros: number }>();
-    const slices = slicesFor(Math.min(...order.map(countFor)), result.concurrency);
+    const slices = slicesFor(Math.min(...order.map((slot) => slot.roundCalls)), result.concurrency);
     for (let pass = 0; pass < slices / 2; pass++) {
       for (const slot of palindrome) {
         if (slot.result.error !== undefined) continue;
-        const count = Math.ceil(countFor(slot) / slices);
+        const count = Math.ceil(slot.roundCalls / slices);
         trace(`throughput ${slot.impl.name} round ${round} slice ${pass}: ${count} calls`);
         try {
           await preparePhase(op, slot.impl, count);
@@ -224,9 +235,34 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
  * moment of the machine or a server that drifts over the run weighs on both sides of each ratio alike.
  */
 function pairedRatio(stowage: ImplResult, other: ImplResult): number | null {
+  const ratios = roundRatios(stowage, other);
+  return ratios.length === 0 ? null : median(ratios);
+}
+
+function roundRatios(stowage: ImplResult, other: ImplResult): number[] {
   const rounds = Math.min(stowage.roundsOpsPerSec.length, other.roundsOpsPerSec.length);
-  if (rounds === 0) return null;
-  return median(Array.from({ length: rounds }, (_, r) => stowage.roundsOpsPerSec[r]! / other.roundsOpsPerSec[r]!));
+  return Array.from({ length: rounds }, (_, r) => stowage.roundsOpsPerSec[r]! / other.roundsOpsPerSec[r]!);
+}
+
+/**
+ * The largest standard error among the medians of the ratios that have a target (stowage/raw,
+ * stowage/peer): about 1.25 standard deviations of the round ratios over √rounds.
+ */
+function ratioStandardError(impls: ImplResult[], op: OpBench): number {
+  const stowage = impls.find((i) => i.kind === 'stowage');
+  if (stowage === undefined || stowage.error !== undefined) return 0;
+  const targeted = impls.filter(
+    (i) => i.error === undefined && (i.kind === 'raw' || op.peers.some((peer) => peer.name === i.name && peer.target !== null)),
+  );
+  let largest = 0;
+  for (const other of targeted) {
+    const ratios = roundRatios(stowage, other);
+    if (ratios.length < 2) return Infinity;
+    const mean = ratios.reduce((a, b) => a + b, 0) / ratios.length;
+    const sd = Math.sqrt(ratios.reduce((sum, r) => sum + (r - mean) ** 2, 0) / (ratios.length - 1));
+    largest = Math.max(largest, (1.2533 * sd) / Math.sqrt(ratios.length));
+  }
+  return largest;
 }
 
 /**
