@@ -105,7 +105,7 @@ export function renderBackend(backend: BackendReport): string {
       renderTable(
         ['operation', 'impl', 'p50 µs', 'p99 µs', `ops/s @${config.concurrency}`, 'cpu µs/op', 'stowage÷', 'rounds', 'RT', 'verdict'],
         backend.ops.flatMap((op) => opRows(op, backend.stowageError)),
-        ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
+        ['l', 'l', 'r', 'r', 'r', 'r', 'r', 'r', 'r', 'l'],
       ),
     );
   }

@@ -52,6 +52,10 @@ async function countRoundTrips(backend: BackendBench, op: OpBench, impl: Impl, c
   return { perCall, detail };
 }
 
+function newSlot(impl: Impl): Slot {
+  return { impl, result: emptyResult(impl), latencies: [], meanMs: 1, roundCalls: 0 };
+}
+
 function emptyResult(impl: Impl): ImplResult {
   return {
     name: impl.name,
@@ -88,7 +92,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   const overBudget = (round: number) => round > 0 && performance.now() > deadline;
 
   // stowage first: warm both instances, capture its statements, count its round trips
-  const stowage: Slot = { impl: op.stowage, result: emptyResult(op.stowage), latencies: [], meanMs: 1, roundCalls: 0 };
+  const stowage = newSlot(op.stowage);
   const slots: Slot[] = [stowage];
   try {
     trace('seeding');
@@ -106,7 +110,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     stowage.result.roundTripDetail = rt.detail;
     const raw = backend.rawFor(op, capture);
     result.replayKeyParams = raw.keyParams ?? null;
-    const rawSlot: Slot = { impl: raw, result: emptyResult(raw), latencies: [], meanMs: 1, roundCalls: 0 };
+    const rawSlot = newSlot(raw);
     rawSlot.result.roundTrips = capture.count;
     slots.push(rawSlot);
   } catch (error) {
@@ -115,7 +119,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   }
 
   for (const peer of op.peers) {
-    const slot: Slot = { impl: peer, result: emptyResult(peer), latencies: [], meanMs: 1, roundCalls: 0 };
+    const slot = newSlot(peer);
     trace(`seeding and warming up ${peer.name}`);
     try {
       await peer.seed?.();
