@@ -896,14 +896,18 @@ export interface CrashTestWorkerOptions {
   name: string;
   /** Per-state concurrency (default 3). */
   concurrency?: number;
-  /** How long each handler works, in ms (default 50): long enough to be killed in the middle. */
+  /**
+   * How long each handler works, in ms (default 200): long enough to be killed in the middle even
+   * when a loaded machine reads the worker's "begin" line late (at 50 ms a kill once landed after
+   * the handler had finished).
+   */
   workMs?: number;
   /** Lease per claim (default 5000): a loaded CI machine must not let leases run out mid-handler. */
   lease?: number;
 }
 
 function crashTestDefinition(options: { concurrency?: number; workMs?: number; lease?: number }, onCall?: (line: CrashTestLine) => void) {
-  const workMs = options.workMs ?? 50;
+  const workMs = options.workMs ?? 200;
   const handler = (next: string) => async (item: ProcessItem, context: HandlerContext) => {
     onCall?.({ t: 'begin', worker: context.worker, item: item.id, state: item.state, key: context.idempotencyKey, attempt: context.attempt });
     await sleep(workMs);
