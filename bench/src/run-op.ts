@@ -16,6 +16,8 @@ const MIN_THROUGHPUT_ROUNDS = 3;
  */
 const RATIO_PRECISION = 0.025;
 const MAX_SLICES = 32;
+/** No warm-up or round makes more calls than this, however fast the server. */
+const MAX_PHASE_CALLS = 50_000;
 /** A throughput slice makes at least this many calls per call in flight. */
 const MIN_SLICE_CALLS_PER_SLOT = 4;
 const ROUND_TRIP_SAMPLE = 4;
@@ -152,7 +154,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   // the concurrent warm-up gets about `throughputMs` of calls, sized from the sequential mean
   // (32 in flight are assumed about 3x faster than one at a time)
   const warmUpCalls = (slot: Slot) =>
-    Math.max(result.concurrency, Math.min(50_000, Math.round((config.throughputMs / slot.meanMs) * Math.min(3, result.concurrency))));
+    Math.max(result.concurrency, Math.min(MAX_PHASE_CALLS, Math.round((config.throughputMs / slot.meanMs) * Math.min(3, result.concurrency))));
 
   // One untimed concurrent phase each: sequential warm-up calls leave code that only runs hot
   // under load (the driver's pipelining, stowage's own paths) half-optimized, and the
@@ -163,7 +165,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
       const count = warmUpCalls(slot);
       await preparePhase(op, slot.impl, count);
       const { opsPerSec } = await timeConcurrent(slot.impl, count, result.concurrency);
-      slot.roundCalls = Math.max(2 * MIN_SLICE_CALLS_PER_SLOT * result.concurrency, Math.min(50_000, Math.round((opsPerSec * config.throughputMs) / 1000)));
+      slot.roundCalls = Math.max(2 * MIN_SLICE_CALLS_PER_SLOT * result.concurrency, Math.min(MAX_PHASE_CALLS, Math.round((opsPerSec * config.throughputMs) / 1000)));
     } catch (error) {
       slot.result.error = errorText(error);
     }
