@@ -1,76 +1,246 @@
 /**
- * Lock hand-off under contention: `waiters` providers (each with its own connections, as
- * separate processes would have) wait on one key; each takes the lock once per round and
- * releases it at once. A sample is the time from the holder calling `release()` to the next
- * holder's `acquire()` resolving. With wake-ups the database tells waiters about the release;
- * polling only, they find out on their next poll (default every 50 ms).
+ * Lock hand-off under contention. Waiters are `acquire(key, ttl, { wait })` calls on one key,
+ * all in one child process (one provider: one pool, one LISTEN connection), as an application
+ * process with many tasks waiting for one lock; a second child process holds the key first
+ * and lets it go. Every waiter takes the lock once per round and releases it at once. A
+ * sample is the time from the previous holder calling `release()` to the next `acquire()`
+ * resolving (process.hrtime: one clock for every process of the machine). Statements per
+ * acquisition are every statement (or Mongo command) the waiters' process sent during the
+ * round, counted from the driver, over the acquisitions: a waiter that tries once, is woken
+ * once and releases needs 3.
+ *
+ * Targets (wake-ups): 64 waiters ≤ 3 statements per acquisition and p50 ≤ 5 ms; 256 waiters
+ * p50 ≤ 2× the 8-waiter p50. Shown without a target: the same 64 waiters spread over four
+ * processes (each wakes its own turn, so a release wakes one waiter per process), and polling.
  */
-import type { LockHandle, LockProvider } from '@stowage/core';
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { config } from './config.ts';
+import type { FromChild, HandoffTarget, ToChild } from './handoff-child.ts';
+import { check, ms } from './sections.ts';
 import { percentile } from './stats.ts';
-import type { BackendBench } from './types.ts';
+import type { Section, SectionRow, SectionTable } from './types.ts';
 
-export const HANDOFF_P50_TARGET_MS = 10;
+export const HANDOFF_TARGETS = { statementsAt64: 3, p50At64Ms: 5, p50GrowthAt256: 2 };
+const TTL = 30_000;
+const ROUND_TIMEOUT_MS = 180_000;
 
-export interface HandoffResult {
-  backend: string;
-  mode: 'wakeups' | 'polling';
+interface Plan {
   waiters: number;
-  samples: number;
-  p50Ms: number | null;
-  p99Ms: number | null;
-  maxMs: number | null;
-  /** Why this mode did not run on this backend. */
-  unavailable?: string;
-  error?: string;
-  /** Only the wake-ups mode has a target (p50 < 10 ms). */
-  pass: boolean | null;
+  processes: number;
+  wakeups: boolean;
 }
 
-export async function runHandoff(backend: BackendBench, mode: 'wakeups' | 'polling'): Promise<HandoffResult> {
-  const base: HandoffResult = { backend: backend.id, mode, waiters: config.handoffWaiters, samples: 0, p50Ms: null, p99Ms: null, maxMs: null, pass: null };
-  const opened: { provider: LockProvider; close(): Promise<void> }[] = [];
-  try {
-    for (let w = 0; w <= config.handoffWaiters; w++) {
-      const made = await backend.newLockProvider(mode === 'wakeups');
-      if ('unavailable' in made) return { ...base, unavailable: made.unavailable };
-      opened.push(made);
-    }
-    const [holder, ...waiters] = opened.map((o) => o.provider) as [LockProvider, ...LockProvider[]];
-    const key = `handoff:${mode}:${process.pid}`;
-    const ttl = 10_000;
-    const samples: number[] = [];
-    let releasedAt = 0;
-    const release = async (handle: LockHandle): Promise<void> => {
-      releasedAt = performance.now();
-      await handle.release();
-    };
-    // one untimed round first: LISTEN connections, prepared statements, change streams
-    for (let round = -1; round < config.handoffRounds; round++) {
-      const first = await holder.acquire(key, ttl, { wait: 5_000 });
-      if (first === null) throw new Error('the holder could not take the free lock');
-      const done = waiters.map(async (provider) => {
-        const handle = await provider.acquire(key, ttl, { wait: 30_000 });
-        if (handle === null) throw new Error('a waiter timed out after 30 s');
-        if (round >= 0) samples.push(performance.now() - releasedAt);
-        await release(handle);
-      });
-      await new Promise((resolve) => setTimeout(resolve, 100)); // every waiter is waiting now
-      await release(first);
-      await Promise.all(done);
-    }
-    const p50 = percentile(samples, 50);
-    return {
-      ...base,
-      samples: samples.length,
-      p50Ms: p50,
-      p99Ms: percentile(samples, 99),
-      maxMs: Math.max(...samples),
-      pass: mode === 'wakeups' ? p50 < HANDOFF_P50_TARGET_MS : null,
-    };
-  } catch (error) {
-    return { ...base, error: (error as Error).message, pass: mode === 'wakeups' ? false : null };
-  } finally {
-    await Promise.all(opened.map((o) => o.close().catch(() => undefined)));
+interface Measured {
+  plan: Plan;
+  samples: number[];
+  acquisitions: number;
+  statements: number;
+  /** Statements by kind over the whole run (see handoff-child.ts). */
+  byKind: Record<string, number>;
+  p50: number;
+  p99: number;
+  max: number;
+  wakeups: boolean;
+}
+
+class Child {
+  readonly #process: ChildProcess;
+  readonly #queue: FromChild[] = [];
+  #waiting: ((message: FromChild) => void) | undefined;
+  #exit: string | undefined;
+
+  constructor(target: HandoffTarget) {
+    const script = fileURLToPath(new URL('./handoff-child.ts', import.meta.url));
+    this.#process = fork(script, [JSON.stringify(target)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    this.#process.on('message', (message: FromChild) => this.#push(message));
+    this.#process.on('exit', (code) => {
+      this.#exit = `a hand-off process exited with code ${code}`;
+      this.#push({ type: 'error', message: this.#exit });
+    });
   }
+
+  #push(message: FromChild): void {
+    if (this.#waiting) {
+      const resolve = this.#waiting;
+      this.#waiting = undefined;
+      resolve(message);
+    } else this.#queue.push(message);
+  }
+
+  send(message: ToChild): void {
+    if (this.#exit === undefined) this.#process.send(message);
+  }
+
+  /** The next message, which must be of `type` (an error message rejects). */
+  async next<T extends FromChild['type']>(type: T, timeoutMs = ROUND_TIMEOUT_MS): Promise<Extract<FromChild, { type: T }>> {
+    let timer: NodeJS.Timeout | undefined;
+    const message =
+      this.#queue.shift() ??
+      (await new Promise<FromChild>((resolve, reject) => {
+        this.#waiting = resolve;
+        timer = setTimeout(() => reject(new Error(`no '${type}' from a hand-off process within ${timeoutMs / 1000} s`)), timeoutMs);
+      }).finally(() => clearTimeout(timer)));
+    if (message.type === 'error') throw new Error(message.message);
+    if (message.type !== type) throw new Error(`expected '${type}' from a hand-off process, got '${message.type}'`);
+    return message as Extract<FromChild, { type: T }>;
+  }
+
+  async stop(): Promise<void> {
+    if (this.#exit !== undefined) return;
+    const exited = new Promise<void>((resolve) => this.#process.once('exit', () => resolve()));
+    this.send({ cmd: 'stop' });
+    const timer = setTimeout(() => this.#process.kill('SIGKILL'), 10_000);
+    await exited;
+    clearTimeout(timer);
+  }
+}
+
+async function measure(target: (wakeups: boolean) => HandoffTarget, plan: Plan): Promise<Measured> {
+  const holder = new Child(target(plan.wakeups));
+  const waiters = Array.from({ length: plan.processes }, () => new Child(target(plan.wakeups)));
+  const all = [holder, ...waiters];
+  try {
+    const ready = await Promise.all(all.map((child) => child.next('ready', 60_000)));
+    const wakeups = ready.every((r) => r.wakeups);
+    const rounds = Math.max(1, Math.ceil(config.handoffSamples / plan.waiters));
+    const samples: number[] = [];
+    let statements = 0;
+    const byKind: Record<string, number> = {};
+    for (let round = 0; round < rounds; round++) {
+      const key = `handoff:${plan.waiters}x${plan.processes}:${plan.wakeups ? 'w' : 'p'}:${round}:${process.pid}`;
+      holder.send({ cmd: 'hold', key, ttl: TTL });
+      await holder.next('held');
+      waiters.forEach((child, c) => {
+        const count = Math.floor(plan.waiters / plan.processes) + (c < plan.waiters % plan.processes ? 1 : 0);
+        child.send({ cmd: 'wait', key, waiters: count, ttl: TTL });
+      });
+      // every waiter has tried once and waits: the holder lets go at once (holding longer only
+      // adds the waiters' polls to the count)
+      await Promise.all(waiters.map((child) => child.next('waiting')));
+      holder.send({ cmd: 'release' });
+      const released = await holder.next('released');
+      const done = await Promise.all(waiters.map((child) => child.next('done')));
+      // the waiters' statements only: the holder's release belongs to an acquisition not counted here
+      statements += done.reduce((sum, d) => sum + d.statements, 0);
+      for (const d of done) for (const [kind, n] of Object.entries(d.byKind)) byKind[kind] = (byKind[kind] ?? 0) + n;
+      const events = done.flatMap((d) => d.events).sort((a, b) => a.granted - b.granted);
+      let previousRelease = released.releasing;
+      for (const event of events) {
+        samples.push(event.granted - previousRelease);
+        previousRelease = event.releasing;
+      }
+    }
+    return {
+      plan,
+      samples,
+      acquisitions: samples.length,
+      statements,
+      byKind,
+      p50: percentile(samples, 50),
+      p99: percentile(samples, 99),
+      max: Math.max(...samples),
+      wakeups,
+    };
+  } finally {
+    await Promise.all(all.map((child) => child.stop().catch(() => undefined)));
+  }
+}
+
+const HEADER = ['waiters', 'mode', 'processes', 'samples', 'p50 ms', 'p99 ms', 'max ms', 'statements/acq'];
+
+function cells(m: Measured): string[] {
+  return [
+    String(m.plan.waiters),
+    m.wakeups ? 'wake-ups' : 'polling',
+    String(m.plan.processes),
+    String(m.samples.length),
+    ms(m.p50),
+    ms(m.p99),
+    ms(m.max),
+    (m.statements / m.acquisitions).toFixed(2),
+  ];
+}
+
+function data(m: Measured): Record<string, unknown> {
+  return { ...m.plan, wakeupsWorked: m.wakeups, samples: m.samples.length, p50Ms: m.p50, p99Ms: m.p99, maxMs: m.max, statements: m.statements, acquisitions: m.acquisitions, statementsByKind: m.byKind };
+}
+
+/**
+ * The hand-off section of a backend; `target(wakeups)` says how a child process opens its
+ * provider. `polling: false` when the provider has no switch to turn wake-ups off.
+ */
+export function handoffSection(target: (wakeups: boolean) => HandoffTarget, options: { polling: boolean }): Section {
+  return {
+    id: 'handoff',
+    async run(log) {
+      const table: SectionTable = {
+        id: 'handoff',
+        title:
+          `lock hand-off: waiters on one key, each one acquire({ wait }), in one process; one sample per hand-off (targets: 64 waiters ≤ ${HANDOFF_TARGETS.statementsAt64} statements/acquisition and ` +
+          `p50 ≤ ${HANDOFF_TARGETS.p50At64Ms} ms; 256 waiters p50 ≤ ${HANDOFF_TARGETS.p50GrowthAt256}× the 8-waiter p50)`,
+        header: HEADER,
+        align: ['r', 'l', 'r', 'r', 'r', 'r', 'r', 'r'],
+        rows: [],
+        notes: [],
+      };
+      const run = async (plan: Plan): Promise<Measured | null> => {
+        const started = performance.now();
+        try {
+          const m = await measure(target, plan);
+          log(
+            `  hand-off ${plan.waiters} waiters, ${plan.processes} process(es), ${m.wakeups ? 'wake-ups' : 'polling'}: p50 ${ms(m.p50)} ms, ` +
+              `${(m.statements / m.acquisitions).toFixed(2)} statements/acquisition (${((performance.now() - started) / 1000).toFixed(1)} s)`,
+          );
+          return m;
+        } catch (error) {
+          table.rows.push({ cells: [String(plan.waiters), plan.wakeups ? 'wake-ups' : 'polling', String(plan.processes), '-', '-', '-', '-', '-'], check: check(`hand-off ${plan.waiters} waiters runs`, 'no error', (error as Error).message, false) });
+          return null;
+        }
+      };
+
+      const sizes = config.handoffWaiters;
+      const byWaiters = new Map<number, Measured>();
+      for (const waiters of sizes) {
+        const m = await run({ waiters, processes: 1, wakeups: true });
+        if (m !== null) byWaiters.set(waiters, m);
+      }
+      // Where LISTEN (or a change stream) does not work, the provider polls: the targets still
+      // apply, to what a user of this server gets (a release can wake a waiter of its own process).
+      const wakeups = [...byWaiters.values()].every((m) => m.wakeups);
+      if (!wakeups) table.notes.push('no wake-ups on this server (capabilities.wakeups = false): the providers poll every 50 ms; the targets apply as they are');
+      const smallest = byWaiters.get(Math.min(...sizes));
+      for (const [waiters, m] of byWaiters) {
+        const row: SectionRow = { cells: cells(m), data: data(m) };
+        const perAcquisition = m.statements / m.acquisitions;
+        const kinds = Object.entries(m.byKind)
+          .sort((a, b) => b[1] - a[1])
+          .map(([kind, n]) => `${(n / m.acquisitions).toFixed(2)} ${kind}`);
+        table.notes.push(`${waiters} waiters, statements per acquisition: ${kinds.join(', ')}`);
+        if (waiters === 64) {
+          const pass = perAcquisition <= HANDOFF_TARGETS.statementsAt64 && m.p50 <= HANDOFF_TARGETS.p50At64Ms;
+          row.check = check('hand-off 64 waiters', `<= ${HANDOFF_TARGETS.statementsAt64} statements/acq, p50 <= ${HANDOFF_TARGETS.p50At64Ms} ms`, `${perAcquisition.toFixed(2)} statements/acq, p50 ${ms(m.p50)} ms`, pass);
+        } else if (waiters === 256 && smallest !== undefined && smallest !== m) {
+          const growth = m.p50 / smallest.p50;
+          row.check = check('hand-off 256 waiters', `p50 <= ${HANDOFF_TARGETS.p50GrowthAt256}x the ${smallest.plan.waiters}-waiter p50`, `${growth.toFixed(2)}x (${ms(m.p50)} vs ${ms(smallest.p50)} ms)`, growth <= HANDOFF_TARGETS.p50GrowthAt256);
+        } else {
+          row.note = 'baseline of the 256-waiter target';
+        }
+        table.rows.push(row);
+      }
+      const informational: Plan[] = wakeups
+        ? [
+            ...(sizes.includes(64) ? [{ waiters: 64, processes: 4, wakeups: true }] : []),
+            ...(options.polling ? [{ waiters: Math.min(...sizes), processes: 1, wakeups: false }] : []),
+          ]
+        : [];
+      for (const plan of informational) {
+        const m = await run(plan);
+        if (m === null) continue;
+        const note = plan.wakeups ? 'no target: each process wakes its own next waiter on every release' : 'no target: polling every 50 ms';
+        table.rows.push({ cells: cells(m), note, data: data(m) });
+      }
+      return [table];
+    },
+  };
 }

@@ -13,11 +13,10 @@ import { mongoBackend } from './backends/mongo.ts';
 import { postgresBackend } from './backends/postgres.ts';
 import { renderChart } from './chart.ts';
 import { config } from './config.ts';
-import { runHandoff } from './handoff.ts';
-import { runMemory } from './memory.ts';
 import { collectUnmet, renderBackend, renderSummary, type BackendReport, type BenchReport } from './report.ts';
 import { runOp } from './run-op.ts';
-import { ratioText } from './stats.ts';
+import { failedTable } from './sections.ts';
+import { formatRatio } from './stats.ts';
 import type { BackendBench } from './types.ts';
 
 const log = (line: string): void => void process.stderr.write(`[bench] ${line}\n`);
@@ -65,31 +64,32 @@ async function runBackend(bench: BackendBench): Promise<BackendReport> {
     stowageError: bench.stowageError,
     notes: bench.notes,
     ops: [],
-    handoff: [],
-    memory: null,
+    sections: [],
   };
-  for (const op of bench.ops) {
+  const ops = config.skip.has('ops') ? [] : bench.ops;
+  for (const op of ops) {
     const started = performance.now();
     await bench.resetData();
     const result = await runOp(bench, op, log);
     report.ops.push(result);
     const stowage = result.impls.find((i) => i.kind === 'stowage');
+    const ratios = result.ratios.filter((r) => r.target !== null).map((r) => `÷ ${r.impl} ${formatRatio(r.ratio)}`);
     log(
-      `${bench.id} ${op.name}: stowage ${stowage?.opsPerSec ? Math.round(stowage.opsPerSec) : '-'} ops/s, ` +
-        `raw ratio ${result.rawRatio === null ? '-' : ratioText(result.rawRatio)}, RT ${stowage?.roundTrips ?? '-'} (${((performance.now() - started) / 1000).toFixed(1)} s)`,
+      `${bench.id} ${op.name}: stowage ${stowage?.opsPerSec ? Math.round(stowage.opsPerSec) : '-'} ops/s, ${ratios.join(', ')}, ` +
+        `RT ${stowage?.roundTrips ?? '-'} (${((performance.now() - started) / 1000).toFixed(1)} s)`,
     );
   }
-  if (!config.skip.has('handoff') && bench.stowage !== null) {
-    for (const mode of ['wakeups', 'polling'] as const) {
-      const result = await runHandoff(bench, mode);
-      report.handoff.push(result);
-      log(`${bench.id} lock hand-off ${mode}: ${result.unavailable ?? result.error ?? `p50 ${result.p50Ms?.toFixed(2)} ms`}`);
-    }
-  }
-  if (!config.skip.has('memory') && bench.stowage !== null) {
+  for (const section of bench.sections) {
+    if (config.skip.has(section.id)) continue;
+    const started = performance.now();
+    log(`${bench.id} ${section.id}: starting`);
     await bench.resetData();
-    report.memory = await runMemory(bench.id, bench.stowage);
-    log(`${bench.id} heap growth: ${report.memory.error ?? `${report.memory.slopeBytesPerOp?.toFixed(2)} B/op`}`);
+    try {
+      report.sections.push(...(await section.run(log)));
+    } catch (error) {
+      report.sections.push(failedTable(section.id, section.id, error));
+    }
+    log(`${bench.id} ${section.id}: done (${((performance.now() - started) / 1000).toFixed(1)} s)`);
   }
   return report;
 }
@@ -99,7 +99,8 @@ async function main(): Promise<void> {
   const startedAt = performance.now();
   log(
     `settings: ${config.quick ? 'BENCH_QUICK, ' : ''}${config.rounds}–${config.maxRounds} round(s), ${config.latencyIterations} sequential calls/round, ` +
-      `~${config.throughputMs} ms throughput phases at ${config.concurrency} in flight, pool ${config.poolSize}, heap run ${config.memoryOps} ops`,
+      `~${config.throughputMs} ms throughput phases at ${config.concurrency} in flight, pool ${config.poolSize}, anchor tables ${config.anchorRows} rows, ` +
+      `listings at ${config.flatRows.join(' and ')} rows, hand-off with ${config.handoffWaiters.join('/')} waiters, ${config.connectionProcesses} processes for connections`,
   );
   const backends: BackendReport[] = [];
   const missing: { id: string; reason: string }[] = [];
@@ -130,8 +131,7 @@ async function main(): Promise<void> {
         stowageError: started.bench.stowageError,
         notes: started.bench.notes,
         ops: [],
-        handoff: [],
-        memory: null,
+        sections: [],
         error: (error as Error).stack ?? String(error),
       });
     } finally {
@@ -162,7 +162,8 @@ async function main(): Promise<void> {
   );
   out.push(
     `latency: up to ${config.rounds}×${config.latencyIterations} sequential calls; throughput: ${config.concurrency} in flight, median of the rounds' ratios; ` +
-      `stowage÷ = stowage throughput divided by that row's; rounds = throughput rounds (${config.rounds}, up to ${config.maxRounds} while a ratio is imprecise); RT = round trips per call (measured/expected)`,
+      `stowage÷ = stowage's throughput divided by that row's (the target is on that row); rounds = throughput rounds (${config.rounds}, up to ${config.maxRounds} while a ratio is imprecise); ` +
+      `RT = round trips per call (measured/expected)`,
   );
   for (const backend of backends) {
     out.push('');

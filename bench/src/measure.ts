@@ -1,36 +1,15 @@
 /**
- * Timing primitives. Latency: one call at a time, each timed. Throughput: a fixed number of
- * calls with `concurrency` in flight, timed as a whole. The implementations of one operation
- * take turns in short slices and ratios are taken round by round (see `runOp`), so that a
- * noisy moment on a 2-core machine hurts every implementation alike instead of one of them.
+ * Timing primitives. Throughput: a fixed number of calls with `concurrency` in flight, timed
+ * as a whole; latency is timed call by call in run-op.ts. The implementations of one
+ * operation take turns in short slices and ratios are taken round by round (see `runOp`), so
+ * that a noisy moment on a 2-core machine hurts every implementation alike instead of one.
  */
+import type { ThroughputSample } from './types.ts';
+
+export type { ThroughputSample };
+
 export interface Runnable {
   run(i: number): Promise<unknown>;
-}
-
-/** Times `iterations` calls one by one; stops early past `budgetMs` once it has `minSamples`. */
-export async function timeSequential(impl: Runnable, iterations: number, budgetMs = Infinity, minSamples = 20): Promise<number[]> {
-  const samples: number[] = [];
-  const begin = performance.now();
-  for (let i = 0; i < iterations; i++) {
-    const start = performance.now();
-    await impl.run(i);
-    const end = performance.now();
-    samples.push(end - start);
-    if (end - begin > budgetMs && samples.length >= minSamples) break;
-  }
-  return samples;
-}
-
-export interface ThroughputSample {
-  ops: number;
-  elapsedMs: number;
-  opsPerSec: number;
-  /**
-   * CPU time this process spent per call (user + system, µs). The database's work is the same
-   * for stowage and the raw replay, so the difference is roughly what stowage adds on the client.
-   */
-  cpuMicrosPerOp: number;
 }
 
 export async function timeConcurrent(impl: Runnable, count: number, concurrency: number): Promise<ThroughputSample> {

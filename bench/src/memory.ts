@@ -8,7 +8,9 @@
 import { config } from './config.ts';
 import { timeConcurrent } from './measure.ts';
 import type { StowageSet } from './ops.ts';
-import { linearFit } from './stats.ts';
+import { check } from './sections.ts';
+import { formatBytes, formatInt, linearFit } from './stats.ts';
+import type { SectionTable } from './types.ts';
 import { CACHE_VALUE, KV_VALUE, SNAPSHOT } from './workload.ts';
 
 /** Fitted growth over the whole run must stay under this. */
@@ -65,7 +67,7 @@ export async function runMemory(backend: string, set: StowageSet): Promise<Memor
   try {
     // warm-up: connections, JIT, statement caches reach their steady size; it also tells how
     // many operations fit in the time budget on this server
-    const warm = await timeConcurrent({ run: mix }, Math.min(5_000, config.memoryOps / 5), config.concurrency);
+    const warm = await timeConcurrent({ run: mix }, Math.min(2_000, config.memoryOps / 10), config.concurrency);
     const affordable = Math.floor((warm.opsPerSec * config.memoryMaxMs) / 1000);
     const total = Math.min(config.memoryOps, Math.max(affordable, 1_000));
     if (total < config.memoryOps) result.note = `capped at ${total} ops: ${Math.round(warm.opsPerSec)} ops/s here, BENCH_MEMORY_MAX_MS ${config.memoryMaxMs}`;
@@ -92,4 +94,30 @@ export async function runMemory(backend: string, set: StowageSet): Promise<Memor
     result.pass = false;
   }
   return result;
+}
+
+/** The heap-growth run as a section table. */
+export async function runHeapGrowth(backend: string, set: StowageSet): Promise<SectionTable> {
+  const m = await runMemory(backend, set);
+  const limit = formatBytes(MEMORY_GROWTH_LIMIT_BYTES);
+  return {
+    id: 'heap',
+    title: `heap growth over a kv/cache/snapshot/lock mix, ${config.concurrency} in flight, on a fixed set of keys (target: fitted growth < ${limit} over the run)`,
+    header: ['what', 'ops', 'heap first→last', 'slope B/op', 'fitted growth'],
+    align: ['l', 'r', 'r', 'r', 'r'],
+    rows: [
+      {
+        cells: [
+          'kv/cache/snapshot/lock mix',
+          formatInt(m.ops),
+          m.samples.length > 0 ? `${formatBytes(m.samples[0]!.heapUsed)} → ${formatBytes(m.samples.at(-1)!.heapUsed)}` : '-',
+          m.slopeBytesPerOp === null ? '-' : m.slopeBytesPerOp.toFixed(2),
+          m.fittedGrowthBytes === null ? '-' : formatBytes(m.fittedGrowthBytes),
+        ],
+        check: check('heap growth of the mix', `< ${limit}`, m.error ?? formatBytes(m.fittedGrowthBytes ?? 0), m.pass === true),
+        data: { ...m },
+      },
+    ],
+    notes: m.note ? [m.note] : [],
+  };
 }

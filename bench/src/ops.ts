@@ -1,12 +1,13 @@
 /**
  * The operations measured on every backend, written once against the core contracts. A
  * backend supplies the stowage instances (a measured one and an observed one, which may be
- * the same object) and its peers.
+ * the same object), the anchor tables the point operations use, and what each operation is
+ * compared with besides the replay of stowage's own statements.
  */
 import type { CacheProvider, KeyValueStore, LockProvider, LockingSnapshotStore } from '@stowage/core';
 import { opSelected } from './config.ts';
-import type { Impl, OpBench, PeerImpl } from './types.ts';
-import { BATCH_SIZE, CACHE_VALUE, KeySpace, KV_VALUE, SNAPSHOT, SNAPSHOT_BYTES, cacheValue, kvValue } from './workload.ts';
+import type { Impl, OpBench } from './types.ts';
+import { AnchorKeys, BATCH_SIZE, CACHE_VALUE, KeySpace, KV_VALUE, SNAPSHOT, SNAPSHOT_BYTES, cacheValue, kvValue } from './workload.ts';
 
 export interface StowageSet {
   kv: KeyValueStore;
@@ -15,11 +16,40 @@ export interface StowageSet {
   cache: CacheProvider;
 }
 
-/** Peers for one operation, given its key space (a backend returns `[]` when it has none). */
-export type PeersFor = (op: string, keys: KeySpace) => PeerImpl[];
+/** The key-value store and cache on the anchor tables (filled with `AnchorKeys.rows` keys). */
+export interface AnchorStores {
+  kv: KeyValueStore;
+  cache: CacheProvider;
+}
+
+/**
+ * The point operations compared with the outside world: `kv.get`, `kv.exists` and
+ * `cache.get` read, and `kv.set` and `cache.set` write, keys drawn at random from tables of
+ * `keys.rows` rows, the tables the anchor (`pgbench -S`, a raw `find`) reads too.
+ */
+export interface AnchoredStores {
+  keys: AnchorKeys;
+  measured: AnchorStores;
+  /** The same stores with `coalesce: false`. */
+  variant: AnchorStores;
+  observed: AnchorStores;
+  variantObserved: AnchorStores;
+}
+
+/** Everything one operation is compared with besides the replay (a backend returns `[]` when it has none). */
+export type OthersFor = (op: string, keys: KeySpace) => Impl[];
+
+/** stowage/replay throughput of the operations without an outside comparison: the client's overhead. */
+export const REPLAY_TARGET = 0.9;
+/** The point reads: stowage with 32 in flight against the raw driver's single statements, and against the anchor. */
+export const READ_TARGETS = { raw: 3, anchor: 1.5 };
+/** The point writes against the raw driver's single statements. */
+export const WRITE_TARGETS = { raw: 2.5 };
+/** A lone sequential call's p50 against the raw single statement's p50. */
+export const LONE_CALL_LATENCY_TARGET = 1.1;
 
 const LOCK_TTL = 30_000;
-/** Keys read operations cycle through (seeded once). */
+/** Keys read operations without an anchor table cycle through (seeded once). */
 const READ_SPACE = 100;
 /**
  * Lock keys cycle through more keys: with 32 calls in flight a straggler would otherwise meet
@@ -38,11 +68,17 @@ export async function forEachParallel(count: number, parallel: number, task: (i:
   );
 }
 
-async function seedKv(kv: KeyValueStore, keys: KeySpace, calls: number, perCall: number): Promise<void> {
-  const writes = [];
-  for (let i = 0; i < calls; i++) for (const key of keys.keysOf(i, perCall)) writes.push({ key, value: KV_VALUE });
-  // chunks of 50: below any server's batch limit (see FERRETDB_UPDATE_LIMIT in backends/mongo.ts)
-  for (let start = 0; start < writes.length; start += 50) await kv.setMany(writes.slice(start, start + 50));
+/** Writes KV_VALUE at `keys` of the measured key-value store (not measured). */
+export type SeedKeys = (keys: string[]) => Promise<void>;
+
+function seedKvWith(kv: KeyValueStore, seedKeys: SeedKeys | undefined) {
+  return async (keys: KeySpace, calls: number, perCall: number): Promise<void> => {
+    const all: string[] = [];
+    for (let i = 0; i < calls; i++) all.push(...keys.keysOf(i, perCall));
+    if (seedKeys) return seedKeys(all);
+    // chunks of 50: below any server's batch limit (see FERRETDB_UPDATE_LIMIT in backends/mongo.ts)
+    for (let start = 0; start < all.length; start += 50) await kv.setMany(all.slice(start, start + 50).map((key) => ({ key, value: KV_VALUE })));
+  };
 }
 
 /** Retries a try-once acquisition (only a straggler meeting its own key again ever needs it). */
@@ -62,18 +98,20 @@ export interface OpsOptions {
   /** setMany calls in flight in throughput phases (default: config.concurrency). */
   setManyConcurrency?: number;
   setManyNote?: string;
+  /**
+   * A faster way to create the keys `kv.delete` and `kv.getMany` need than stowage's
+   * `setMany` (FerretDB takes ~50 ms per versioned upsert: seeding would take most of the run).
+   */
+  seedKeys?: SeedKeys;
 }
 
-export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: PeersFor, options: OpsOptions = {}): OpBench[] {
+export function buildOps(measured: StowageSet, observed: StowageSet, anchored: AnchoredStores, othersFor: OthersFor, options: OpsOptions = {}): OpBench[] {
   const setManyBatch = options.setManyBatch ?? BATCH_SIZE;
+  const seedKv = seedKvWith(measured.kv, options.seedKeys);
   const ops: OpBench[] = [];
-  const add = (
-    name: string,
-    note: string,
-    keys: KeySpace,
-    call: (set: StowageSet, i: number) => Promise<unknown>,
-    extra: Pick<Impl, 'seed' | 'prepare'> & Pick<OpBench, 'callerValues' | 'returnsCallerValue'> & { expectedRoundTrips?: number; concurrency?: number } = {},
-  ): void => {
+  type Extra = Pick<Impl, 'seed' | 'prepare'> &
+    Pick<OpBench, 'callerValues' | 'returnsCallerValue' | 'latencyTarget'> & { expectedRoundTrips?: number; concurrency?: number };
+  const add = (name: string, note: string, keys: KeySpace, call: (set: StowageSet, i: number) => Promise<unknown>, extra: Extra = {}): void => {
     if (!opSelected(name)) return;
     ops.push({
       name,
@@ -83,38 +121,67 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
       keys,
       stowage: { name: 'stowage', kind: 'stowage', run: (i) => call(measured, i), seed: extra.seed, prepare: extra.prepare },
       observed: (i) => call(observed, i),
-      peers: peersFor(name, keys),
+      others: othersFor(name, keys),
+      replayTarget: REPLAY_TARGET,
+      latencyTarget: extra.latencyTarget,
       callerValues: extra.callerValues,
       returnsCallerValue: extra.returnsCallerValue,
     });
   };
-
-  {
-    const keys = new KeySpace('kv.get', READ_SPACE);
-    add('kv.get', 'get an existing key (100 B value)', keys, (s, i) => s.kv.get(keys.key(i)), {
-      seed: () => seedKv(measured.kv, keys, READ_SPACE, 1),
+  /**
+   * An anchored point operation: stowage (coalescing), stowage with `coalesce: false`, and
+   * the others; the replay is shown without a target (its single statement is the floor of a
+   * lone call, which the latency target covers).
+   */
+  const addAnchored = (
+    name: string,
+    note: string,
+    call: (stores: AnchorStores, i: number) => Promise<unknown>,
+    extra: Pick<OpBench, 'callerValues' | 'returnsCallerValue'> = {},
+  ): void => {
+    if (!opSelected(name)) return;
+    const keys = anchored.keys;
+    const variant: Impl = {
+      name: 'stowage coalesce:false',
+      kind: 'variant',
+      target: null,
+      run: (i) => call(anchored.variant, i),
+      observed: (i) => call(anchored.variantObserved, i),
+    };
+    ops.push({
+      name,
+      note,
+      expectedRoundTrips: 1,
+      keys,
+      stowage: { name: 'stowage', kind: 'stowage', run: (i) => call(anchored.measured, i) },
+      observed: (i) => call(anchored.observed, i),
+      others: [variant, ...othersFor(name, keys)],
+      replayTarget: null,
+      latencyTarget: LONE_CALL_LATENCY_TARGET,
+      ...extra,
     });
-  }
-  {
-    const keys = new KeySpace('kv.set', READ_SPACE);
-    add('kv.set', 'upsert a 100 B value, no TTL', keys, (s, i) => s.kv.set(keys.key(i), kvValue(i)));
-  }
+  };
+
+  const rows = anchored.keys.rows.toLocaleString('en-US');
+  addAnchored('kv.get', `get a random key of ${rows} (100 B value)`, (s, i) => s.kv.get(anchored.keys.key(i)));
+  addAnchored('kv.exists', `exists on a random key of ${rows}`, (s, i) => s.kv.exists(anchored.keys.key(i)));
+  addAnchored('cache.get', `get a random key of ${rows} (~100 B JSON value)`, (s, i) => s.cache.get(anchored.keys.key(i)), {
+    returnsCallerValue: 'value',
+  });
+  addAnchored('kv.set', `upsert a random key of ${rows} (100 B value, no TTL)`, (s, i) => s.kv.set(anchored.keys.key(i), kvValue(i)));
+  addAnchored('cache.set', `set a random key of ${rows} (~100 B JSON value, no TTL)`, (s, i) => s.cache.set(anchored.keys.key(i), cacheValue(i)), {
+    callerValues: [cacheValue(-1)],
+  });
   {
     const keys = new KeySpace('kv.delete', null);
     add('kv.delete', 'delete an existing key', keys, (s, i) => s.kv.delete(keys.key(i)), {
-      prepare: (count) => seedKv(measured.kv, keys, count, 1),
-    });
-  }
-  {
-    const keys = new KeySpace('kv.exists', READ_SPACE);
-    add('kv.exists', 'exists on an existing key', keys, (s, i) => s.kv.exists(keys.key(i)), {
-      seed: () => seedKv(measured.kv, keys, READ_SPACE, 1),
+      prepare: (count) => seedKv(keys, count, 1),
     });
   }
   {
     const keys = new KeySpace('kv.getMany', 2);
     add('kv.getMany', `getMany of ${BATCH_SIZE} existing keys`, keys, (s, i) => s.kv.getMany(keys.keysOf(i, BATCH_SIZE)), {
-      seed: () => seedKv(measured.kv, keys, 2, BATCH_SIZE),
+      seed: () => seedKv(keys, 2, BATCH_SIZE),
     });
   }
   {
@@ -168,23 +235,13 @@ export function buildOps(measured: StowageSet, observed: StowageSet, peersFor: P
       { expectedRoundTrips: 2 },
     );
   }
-  {
-    const keys = new KeySpace('cache.get', READ_SPACE);
-    add('cache.get', 'get an existing JSON value (~100 B)', keys, (s, i) => s.cache.get(keys.key(i)), {
-      seed: () => forEachParallel(READ_SPACE, 16, (i) => measured.cache.set(keys.key(i), CACHE_VALUE)),
-      returnsCallerValue: 'value',
-    });
-  }
-  {
-    const keys = new KeySpace('cache.set', READ_SPACE);
-    add('cache.set', 'set a JSON value (~100 B), no TTL', keys, (s, i) => s.cache.set(keys.key(i), cacheValue(i)), {
-      callerValues: [cacheValue(-1)],
-    });
-  }
   return ops;
 }
 
-/** Stands in for an adapter that is not there: every call rejects with `reason`, so peers still run. */
+/** The value every anchor-table key holds, per table: what the anchored reads read. */
+export const ANCHOR_VALUES = { kv: KV_VALUE, cache: CACHE_VALUE };
+
+/** Stands in for an adapter that is not there: every call rejects with `reason`, so the others still run. */
 export function unavailableStowage(reason: string): StowageSet {
   const reject = new Proxy(
     {},

@@ -3,11 +3,14 @@
  * and cache operations, awaitly-mongo for snapshots and its workflow lock.
  */
 import type Keyv from 'keyv';
-import { forEachParallel, untilFree, type PeersFor } from './ops.ts';
+import { forEachParallel, untilFree, type OthersFor } from './ops.ts';
 import type { PeerImpl } from './types.ts';
+
+type PeersFor = OthersFor;
 import { CACHE_VALUE, KV_VALUE, SNAPSHOT, cacheValue, kvValue, type KeySpace } from './workload.ts';
 
-const READ_SPACE = 100;
+/** Fills keyv's table with every key of the anchor table holding `value` (the backend knows how, fast). */
+export type SeedAnchorKeys = (keyv: Keyv, value: unknown) => Promise<void>;
 
 /** The awaitly store shape both awaitly-mongo and stowage implement. */
 export interface AwaitlyStore {
@@ -19,9 +22,10 @@ export interface AwaitlyStore {
 
 /**
  * keyv's get/set are the targets (stowage >= 1.0x); its other calls are shown for comparison
- * unless `targetsOnly` (on servers where they take too long to be worth the wait).
+ * unless `targetsOnly` (on servers where they take too long to be worth the wait). The point
+ * reads use the keys of the anchor table, which `seedAnchor` writes in keyv's own format.
  */
-export function keyvPeers(name: string, keyv: Keyv, observed: Keyv, targetsOnly = false): PeersFor {
+export function keyvPeers(name: string, keyv: Keyv, observed: Keyv, seedAnchor: SeedAnchorKeys, targetsOnly = false): PeersFor {
   const targeted = new Set(['kv.get', 'kv.set', 'cache.get', 'cache.set']);
   return (op: string, keys: KeySpace): PeerImpl[] => {
     if (targetsOnly && !targeted.has(op)) return [];
@@ -35,19 +39,19 @@ export function keyvPeers(name: string, keyv: Keyv, observed: Keyv, targetsOnly 
     ];
     switch (op) {
       case 'kv.get':
-        return peer((k, i) => k.get(keys.key(i)), 1, { seed: seed(KV_VALUE, READ_SPACE) });
+        return peer((k, i) => k.get(keys.key(i)), 1, { seed: () => seedAnchor(keyv, KV_VALUE) });
       case 'kv.set':
         return peer((k, i) => k.set(keys.key(i), kvValue(i)), 1);
       case 'kv.delete':
         return peer((k, i) => k.delete(keys.key(i)), null, { prepare: (count) => seed(KV_VALUE, count)() });
       case 'kv.exists':
-        return peer((k, i) => k.has(keys.key(i)), null, { seed: seed(KV_VALUE, READ_SPACE) });
+        return peer((k, i) => k.has(keys.key(i)), null, { seed: () => seedAnchor(keyv, KV_VALUE) });
       case 'kv.getMany':
         return peer((k, i) => k.getMany(keys.keysOf(i, 100)), null, { seed: seed(KV_VALUE, 2, 100) });
       case 'kv.setMany':
         return peer((k, i) => k.setMany(keys.keysOf(i, 100).map((key) => ({ key, value: kvValue(i) }))), null);
       case 'cache.get':
-        return peer((k, i) => k.get(keys.key(i)), 1, { seed: seed(CACHE_VALUE, READ_SPACE) });
+        return peer((k, i) => k.get(keys.key(i)), 1, { seed: () => seedAnchor(keyv, CACHE_VALUE) });
       case 'cache.set':
         return peer((k, i) => k.set(keys.key(i), cacheValue(i)), 1);
       default:
@@ -80,7 +84,7 @@ export function awaitlyPeers(name: string, store: AwaitlyStore, observed: Awaitl
   };
 }
 
-/** Several peer sources for one backend. */
+/** Several sources of comparisons for one backend. */
 export function combinePeers(...sources: PeersFor[]): PeersFor {
   return (op, keys) => sources.flatMap((source) => source(op, keys));
 }

@@ -165,14 +165,23 @@ export function mongoReplayer(client: MongoClient, commands: readonly MongoComma
     return { db, body: compileTemplate(stripDriverFields(c.command)) };
   });
   const markers = compiled.reduce((sum, c) => sum + c.body.markers, 0);
+  const send = async (c: (typeof compiled)[number], keyOf: KeyOf): Promise<unknown> => {
+    const reply = await c.db.command(c.body.template(keyOf) as Record<string, unknown>);
+    // `db.command` resolves with a write's errors in the reply: a replay that wrote nothing is no floor
+    const writeErrors = (reply as { writeErrors?: { errmsg?: string }[] }).writeErrors;
+    if (writeErrors !== undefined && writeErrors.length > 0) {
+      throw new Error(`the replayed command failed (${writeErrors[0]!.errmsg ?? 'write error'}): stowage's captured parameters do not replay`);
+    }
+    return reply;
+  };
   if (compiled.length === 1) {
     const only = compiled[0]!;
-    return { markers, run: (keyOf) => only.db.command(only.body.template(keyOf) as Record<string, unknown>) };
+    return { markers, run: (keyOf) => send(only, keyOf) };
   }
   return {
     markers,
     run: async (keyOf) => {
-      for (const c of compiled) await c.db.command(c.body.template(keyOf) as Record<string, unknown>);
+      for (const c of compiled) await send(c, keyOf);
     },
   };
 }

@@ -1,10 +1,7 @@
 /** The printed table, the list of unmet targets, and the JSON written next to the chart. */
 import { config } from './config.ts';
-import { HANDOFF_P50_TARGET_MS, type HandoffResult } from './handoff.ts';
-import { MEMORY_GROWTH_LIMIT_BYTES, type MemoryResult } from './memory.ts';
-import { RAW_RATIO_TARGET } from './run-op.ts';
-import { formatBytes, formatInt, formatMicros, formatRatio } from './stats.ts';
-import type { OpResult } from './types.ts';
+import { formatInt, formatMicros, formatRatio } from './stats.ts';
+import type { ImplKind, ImplResult, OpResult, SectionTable, TargetCheck } from './types.ts';
 
 export interface BackendReport {
   id: string;
@@ -15,8 +12,8 @@ export interface BackendReport {
   /** How peers were run here, when that needed explaining. */
   notes: string[];
   ops: OpResult[];
-  handoff: HandoffResult[];
-  memory: MemoryResult | null;
+  /** Listings by table size, hand-off, connections, memory: one table each. */
+  sections: SectionTable[];
   /** The backend could not be started or failed as a whole. */
   error?: string;
 }
@@ -48,26 +45,26 @@ export function renderTable(header: string[], rows: string[][], align: Align[]):
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
+/** Rows of an operation in this order: stowage, its variant, the raw driver, the anchor, peers, the replay. */
+const KIND_ORDER: ImplKind[] = ['stowage', 'variant', 'raw', 'anchor', 'peer', 'replay'];
+
 function opRows(op: OpResult, backendError: string | null): string[][] {
   const rows: string[][] = [];
   const stowage = op.impls.find((i) => i.kind === 'stowage');
   const failed = op.checks.filter((c) => !c.pass);
-  for (const impl of op.impls) {
+  const impls = [...op.impls].sort((a, b) => KIND_ORDER.indexOf(a.kind) - KIND_ORDER.indexOf(b.kind));
+  for (const impl of impls) {
     const isStowage = impl.kind === 'stowage';
-    let ratio = '';
-    if (impl.kind === 'raw') ratio = formatRatio(op.rawRatio);
-    if (impl.kind === 'peer') ratio = formatRatio(op.peerRatios.find((p) => p.peer === impl.name)?.ratio ?? null);
+    const ratioOf = op.ratios.find((r) => r.impl === impl.name);
     let verdict = '';
     if (isStowage) {
       verdict = impl.error !== undefined ? 'FAIL (error)' : failed.length === 0 ? (op.checks.length > 0 ? 'PASS' : '') : `FAIL ${failed.map(shortCheck).join(', ')}`;
-    } else if (impl.kind === 'raw') {
-      verdict = `target >= ${RAW_RATIO_TARGET.toFixed(2)}`;
     } else {
-      const target = op.peerRatios.find((p) => p.peer === impl.name)?.target;
-      verdict = target === null || target === undefined ? 'no target' : `target >= ${target.toFixed(2)}`;
+      const target = ratioOf?.target ?? null;
+      verdict = target === null ? 'no target' : `target >= ${target.toFixed(2)}`;
+      if (impl.kind === 'raw' && op.latencyTarget !== null) verdict += `; lone p50 <= ${op.latencyTarget.toFixed(2)}x`;
     }
     if (impl.error !== undefined && !isStowage) verdict = `error: ${impl.error.slice(0, 60)}`;
-    const rt = impl.roundTrips === null ? '-' : Number.isInteger(impl.roundTrips) ? String(impl.roundTrips) : impl.roundTrips.toFixed(2);
     rows.push([
       isStowage ? `${op.op}${op.concurrency !== config.concurrency ? ` (@${op.concurrency})` : ''}` : '',
       impl.name,
@@ -75,9 +72,9 @@ function opRows(op: OpResult, backendError: string | null): string[][] {
       impl.latency ? formatMicros(impl.latency.p99) : '-',
       impl.opsPerSec !== null ? formatInt(impl.opsPerSec) : '-',
       impl.cpuMicrosPerOp !== null ? impl.cpuMicrosPerOp.toFixed(0) : '-',
-      ratio,
+      isStowage ? '' : formatRatio(ratioOf?.ratio ?? null),
       isStowage ? String(impl.roundsOpsPerSec.length) : '',
-      isStowage ? `${rt}/${op.expectedRoundTrips}` : rt,
+      roundTripsText(impl, isStowage ? op.expectedRoundTrips : null),
       verdict,
     ]);
   }
@@ -87,11 +84,37 @@ function opRows(op: OpResult, backendError: string | null): string[][] {
   return rows;
 }
 
-function shortCheck(check: { what: string; actual: string; target: string }): string {
+function roundTripsText(impl: ImplResult, expected: number | null): string {
+  const rt = impl.roundTrips === null ? '-' : Number.isInteger(impl.roundTrips) ? String(impl.roundTrips) : impl.roundTrips.toFixed(2);
+  return expected === null ? rt : `${rt}/${expected}`;
+}
+
+function shortCheck(check: TargetCheck): string {
   if (check.what === 'round trips') return `RT ${check.actual}≠${check.target}`;
-  if (check.what === 'stowage/raw throughput') return `raw ${check.actual}<${RAW_RATIO_TARGET.toFixed(2)}`;
-  if (check.what.startsWith('stowage/')) return `${check.what.slice(8, check.what.indexOf(' '))} ${check.actual}<${check.target.replace('>= ', '')}`;
+  if (check.what.startsWith('lone call')) return `lone p50 ${check.actual}x>${check.target.replace('<= ', '')}`;
+  if (check.what.startsWith('stowage/')) return `÷${check.what.slice(8, check.what.lastIndexOf(' '))} ${check.actual}<${check.target.replace('>= ', '')}`;
   return check.what;
+}
+
+function verdictCell(row: { check?: TargetCheck; note?: string }): string {
+  if (row.check) return row.check.pass ? 'PASS' : `FAIL ${row.check.actual} (target ${row.check.target})`;
+  return row.note ?? '';
+}
+
+export function renderSection(section: SectionTable): string {
+  const out: string[] = [`${section.title}`];
+  if (section.error) out.push(`  FAIL: ${section.error}`);
+  if (section.rows.length > 0) {
+    out.push(
+      renderTable(
+        [...section.header, 'verdict'],
+        section.rows.map((row) => [...row.cells, verdictCell(row)]),
+        [...section.align, 'l'],
+      ),
+    );
+  }
+  for (const note of section.notes) out.push(`  note: ${note}`);
+  return out.join('\n');
 }
 
 export function renderBackend(backend: BackendReport): string {
@@ -109,50 +132,9 @@ export function renderBackend(backend: BackendReport): string {
       ),
     );
   }
-  if (backend.handoff.length > 0) {
+  for (const section of backend.sections) {
     out.push('');
-    out.push(
-      renderTable(
-        ['lock hand-off', 'waiters', 'samples', 'p50 ms', 'p99 ms', 'max ms', 'verdict'],
-        backend.handoff.map((h) => [
-          h.mode,
-          String(h.waiters),
-          String(h.samples),
-          h.p50Ms === null ? '-' : h.p50Ms.toFixed(2),
-          h.p99Ms === null ? '-' : h.p99Ms.toFixed(2),
-          h.maxMs === null ? '-' : h.maxMs.toFixed(2),
-          h.unavailable
-            ? `n/a: ${h.unavailable}`
-            : h.error
-              ? `FAIL error: ${h.error}`
-              : h.pass === null
-                ? 'no target (poll interval 50 ms)'
-                : `${h.pass ? 'PASS' : 'FAIL'} (p50 < ${HANDOFF_P50_TARGET_MS} ms)`,
-        ]),
-        ['l', 'r', 'r', 'r', 'r', 'r', 'l'],
-      ),
-    );
-  }
-  if (backend.memory) {
-    const m = backend.memory;
-    out.push('');
-    out.push(
-      renderTable(
-        ['heap growth', 'ops', 'heap first→last', 'slope B/op', 'fitted growth', 'verdict'],
-        [
-          [
-            'kv/cache/snapshot/lock mix',
-            formatInt(m.ops),
-            m.samples.length > 0 ? `${formatBytes(m.samples[0]!.heapUsed)} → ${formatBytes(m.samples.at(-1)!.heapUsed)}` : '-',
-            m.slopeBytesPerOp === null ? '-' : m.slopeBytesPerOp.toFixed(2),
-            m.fittedGrowthBytes === null ? '-' : formatBytes(m.fittedGrowthBytes),
-            (m.error ? `FAIL error: ${m.error}` : `${m.pass ? 'PASS' : 'FAIL'} (< ${formatBytes(MEMORY_GROWTH_LIMIT_BYTES)} over the run)`) +
-              (m.note ? ` — ${m.note}` : ''),
-          ],
-        ],
-        ['l', 'r', 'r', 'r', 'r', 'l'],
-      ),
-    );
+    out.push(renderSection(section));
   }
   return out.join('\n');
 }
@@ -171,21 +153,17 @@ export function collectUnmet(backends: BackendReport[]): { unmet: string[]; chec
         checked++;
         if (!check.pass) unmet.push(`${b.id} ${op.op}: ${check.what} ${check.actual} (target ${check.target})`);
       }
-      for (const impl of op.impls) {
-        if (impl.kind !== 'raw' && impl.roundTrips !== null && impl.kind === 'stowage' && !Number.isInteger(impl.roundTrips)) {
-          unmet.push(`${b.id} ${op.op}: ${impl.name} round trips vary between calls (${impl.roundTrips})`);
-        }
+      const stowage = op.impls.find((i) => i.kind === 'stowage');
+      if (stowage && stowage.roundTrips !== null && !Number.isInteger(stowage.roundTrips)) {
+        unmet.push(`${b.id} ${op.op}: stowage round trips vary between calls (${stowage.roundTrips})`);
       }
     }
-    for (const h of b.handoff) {
-      if (h.pass === null) continue;
-      checked++;
-      if (!h.pass) unmet.push(`${b.id} lock hand-off (${h.mode}): p50 ${h.p50Ms?.toFixed(2) ?? '-'} ms${h.error ? ` error: ${h.error}` : ''} (target < ${HANDOFF_P50_TARGET_MS} ms)`);
-    }
-    if (b.memory && b.memory.pass !== null) {
-      checked++;
-      if (!b.memory.pass) {
-        unmet.push(`${b.id} heap growth: ${b.memory.error ?? `${formatBytes(b.memory.fittedGrowthBytes ?? 0)} fitted over ${formatInt(b.memory.ops)} ops`} (target < ${formatBytes(MEMORY_GROWTH_LIMIT_BYTES)})`);
+    for (const section of b.sections) {
+      if (section.error) unmet.push(`${b.id} ${section.id}: failed: ${section.error}`);
+      for (const row of section.rows) {
+        if (!row.check) continue;
+        checked++;
+        if (!row.check.pass) unmet.push(`${b.id} ${section.id}: ${row.check.what} ${row.check.actual} (target ${row.check.target})`);
       }
     }
   }

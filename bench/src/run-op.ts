@@ -1,13 +1,13 @@
 /**
- * Measures one operation on one backend: stowage, the raw replay of stowage's own
- * statements, and the peers, interleaved round by round.
+ * Measures one operation on one backend: stowage, the raw replay of stowage's own statements,
+ * and everything else it is compared with (the adapter with coalescing off, the raw driver's
+ * obvious single statement, the physical anchor, peers), interleaved round by round.
  */
 import { config } from './config.ts';
-import { timeConcurrent, timeSequential, warmUp } from './measure.ts';
+import { timeConcurrent, warmUp } from './measure.ts';
 import { median, percentile, ratioText } from './stats.ts';
-import type { BackendBench, Impl, ImplResult, OpBench, OpResult, PeerImpl, TargetCheck } from './types.ts';
+import type { BackendBench, Impl, ImplResult, OpBench, OpResult, TargetCheck, ThroughputSample } from './types.ts';
 
-export const RAW_RATIO_TARGET = 0.9;
 /** Throughput rounds that run even when an operation is over its time budget. */
 const MIN_THROUGHPUT_ROUNDS = 3;
 /**
@@ -39,7 +39,7 @@ interface Slot {
 /** Moves the key space on and lets `impl` create what the next `count` calls need. */
 async function preparePhase(op: OpBench, impl: Impl, count: number): Promise<void> {
   op.keys.nextPhase();
-  const owner = impl.kind === 'raw' ? op.stowage : impl;
+  const owner = impl.kind === 'replay' ? op.stowage : impl;
   await owner.prepare?.(count);
 }
 
@@ -67,9 +67,30 @@ function emptyResult(impl: Impl): ImplResult {
     roundsOpsPerSec: [],
     cpuMicrosPerOp: null,
     roundsCpuMicrosPerOp: [],
-    roundTrips: null,
+    roundTrips: impl.knownRoundTrips ?? null,
     roundTripDetail: [],
   };
+}
+
+/** `count` calls of `slot` with `concurrency` in flight: its own program's run, or `run` in this process. */
+function timeSlot(slot: Slot, count: number, concurrency: number): Promise<ThroughputSample> {
+  return slot.impl.batch ? slot.impl.batch(count, concurrency) : timeConcurrent(slot.impl, count, concurrency);
+}
+
+/** Seeds and warms up one of the others; counts its round trips where its traffic can be observed. */
+async function prepareOther(backend: BackendBench, op: OpBench, slot: Slot): Promise<void> {
+  const impl = slot.impl;
+  await impl.seed?.();
+  if (impl.batch) return; // an external program warms itself up in the concurrent warm-up
+  await preparePhase(op, impl, config.warmupIterations);
+  slot.meanMs = await warmUp(impl, config.warmupIterations, config.throughputMs);
+  if (impl.observed) {
+    await preparePhase(op, impl, config.warmupIterations);
+    await warmUp({ run: impl.observed }, Math.min(10, config.warmupIterations), config.throughputMs);
+    const rt = await countRoundTrips(backend, op, impl, impl.observed);
+    slot.result.roundTrips = rt.perCall;
+    slot.result.roundTripDetail = rt.detail;
+  }
 }
 
 export async function runOp(backend: BackendBench, op: OpBench, log: (line: string) => void): Promise<OpResult> {
@@ -80,8 +101,9 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     concurrency: op.concurrency ?? config.concurrency,
     expectedRoundTrips: op.expectedRoundTrips,
     impls: [],
-    rawRatio: null,
-    peerRatios: [],
+    ratios: [],
+    latencyRatio: null,
+    latencyTarget: op.latencyTarget ?? null,
     statements: [],
     replayKeyParams: null,
     checks: [],
@@ -110,43 +132,36 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     const rt = await countRoundTrips(backend, op, op.stowage, op.observed);
     stowage.result.roundTrips = rt.perCall;
     stowage.result.roundTripDetail = rt.detail;
-    const raw = backend.rawFor(op, capture);
-    result.replayKeyParams = raw.keyParams ?? null;
-    const rawSlot = newSlot(raw);
-    rawSlot.result.roundTrips = capture.count;
-    slots.push(rawSlot);
+    const replay = { ...backend.rawFor(op, capture), target: op.replayTarget };
+    result.replayKeyParams = replay.keyParams ?? null;
+    const replaySlot = newSlot(replay);
+    replaySlot.result.roundTrips = capture.count;
+    slots.push(replaySlot);
   } catch (error) {
     stowage.result.error = errorText(error);
     log(`  ${op.name}: stowage failed: ${stowage.result.error}`);
   }
-
-  for (const peer of op.peers) {
-    const slot = newSlot(peer);
-    trace(`seeding and warming up ${peer.name}`);
+  const replaySlot = slots[1];
+  if (replaySlot !== undefined) {
     try {
-      await peer.seed?.();
-      await preparePhase(op, peer, config.warmupIterations);
-      slot.meanMs = await warmUp(peer, config.warmupIterations, config.throughputMs);
-      await preparePhase(op, peer, config.warmupIterations);
-      await warmUp({ run: peer.observed }, Math.min(10, config.warmupIterations), config.throughputMs);
-      const rt = await countRoundTrips(backend, op, peer, peer.observed);
-      slot.result.roundTrips = rt.perCall;
-      slot.result.roundTripDetail = rt.detail;
+      await preparePhase(op, replaySlot.impl, config.warmupIterations);
+      replaySlot.meanMs = await warmUp(replaySlot.impl, config.warmupIterations, config.throughputMs);
+    } catch (error) {
+      replaySlot.result.error = errorText(error);
+      log(`  ${op.name}: the replay failed: ${replaySlot.result.error}`);
+    }
+  }
+
+  for (const other of op.others) {
+    const slot = newSlot(other);
+    trace(`seeding and warming up ${other.name}`);
+    try {
+      await prepareOther(backend, op, slot);
       slots.push(slot);
     } catch (error) {
       slot.result.error = errorText(error);
       result.impls.push(slot.result);
-      log(`  ${op.name}: ${peer.name} failed: ${slot.result.error}`);
-    }
-  }
-  if (slots.length > 1) {
-    const raw = slots[1]!;
-    if (raw.impl.kind === 'raw') {
-      await preparePhase(op, raw.impl, config.warmupIterations);
-      await warmUp(raw.impl, config.warmupIterations, config.throughputMs).then(
-        (meanMs) => void (raw.meanMs = meanMs),
-        (error) => void (raw.result.error = errorText(error)),
-      );
+      log(`  ${op.name}: ${other.name} failed: ${slot.result.error}`);
     }
   }
   const live = () => slots.filter((s) => s.result.error === undefined);
@@ -164,7 +179,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     try {
       const count = warmUpCalls(slot);
       await preparePhase(op, slot.impl, count);
-      const { opsPerSec } = await timeConcurrent(slot.impl, count, result.concurrency);
+      const { opsPerSec } = await timeSlot(slot, count, result.concurrency);
       slot.roundCalls = Math.max(2 * MIN_SLICE_CALLS_PER_SLOT * result.concurrency, Math.min(MAX_PHASE_CALLS, Math.round((opsPerSec * config.throughputMs) / 1000)));
     } catch (error) {
       slot.result.error = errorText(error);
@@ -175,14 +190,17 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   // rounds whatever the budget, and more than `config.rounds` while its ratios are imprecise.
   // Within a round the implementations take turns in short slices, in palindromes
   // (A B C C B A A B C C B A …): the machine's load changes from one half second to the next,
-  // and only calls made close together in time see the same machine.
+  // and only calls made close together in time see the same machine. An external program
+  // (pgbench) starts a process and its connections for every slice, so an operation that has
+  // one runs a single palindrome of two long slices per round.
+  const external = slots.some((slot) => slot.impl.batch !== undefined);
   const moreRounds = (round: number) =>
     round < config.rounds || (round < config.maxRounds && ratioStandardError(slots.map((s) => s.result), op) > RATIO_PRECISION);
   for (let round = 0; moreRounds(round) && !(round >= MIN_THROUGHPUT_ROUNDS && overBudget(round)); round++) {
     const order = rotate(live(), round);
     const palindrome = [...order, ...[...order].reverse()];
     const spent = new Map<Slot, { calls: number; ms: number; cpuMicros: number }>();
-    const slices = slicesFor(Math.min(...order.map((slot) => slot.roundCalls)), result.concurrency);
+    const slices = external ? 2 : slicesFor(Math.min(...order.map((slot) => slot.roundCalls)), result.concurrency);
     for (let pass = 0; pass < slices / 2; pass++) {
       for (const slot of palindrome) {
         if (slot.result.error !== undefined) continue;
@@ -190,9 +208,9 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
         trace(`throughput ${slot.impl.name} round ${round} slice ${pass}: ${count} calls`);
         try {
           await preparePhase(op, slot.impl, count);
-          const sample = await timeConcurrent(slot.impl, count, result.concurrency);
+          const sample = await timeSlot(slot, count, result.concurrency);
           const sum = spent.get(slot) ?? { calls: 0, ms: 0, cpuMicros: 0 };
-          spent.set(slot, { calls: sum.calls + count, ms: sum.ms + sample.elapsedMs, cpuMicros: sum.cpuMicros + sample.cpuMicrosPerOp * count });
+          spent.set(slot, { calls: sum.calls + sample.ops, ms: sum.ms + sample.elapsedMs, cpuMicros: sum.cpuMicros + sample.cpuMicrosPerOp * sample.ops });
         } catch (error) {
           slot.result.error = errorText(error);
         }
@@ -205,13 +223,34 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     }
   }
 
-  // latency: every implementation, alternating, `rounds` times or once the budget is spent
+  // Latency: the implementations take turns call by call (A B C A B C …), `rounds` times or
+  // until the budget is spent, so that each sees the same moments of a busy machine; an
+  // external program (pgbench) runs its sequential calls as a block of its own per round.
   for (let round = 0; round < config.rounds && !overBudget(round); round++) {
-    for (const slot of rotate(live(), round)) {
-      trace(`latency ${slot.impl.name} round ${round}`);
+    const turns = rotate(live(), round).filter((slot) => !slot.impl.batch);
+    // about `2 × throughputMs` per implementation and round: on a slow server fewer calls, and
+    // fewer keys for `prepare` to create (a delete needs a fresh key per call)
+    const turnMs = turns.reduce((sum, slot) => sum + slot.meanMs, 0);
+    const calls = Math.min(config.latencyIterations, Math.max(20, Math.ceil((config.throughputMs * 2 * turns.length) / Math.max(turnMs, 0.001))));
+    trace(`latency round ${round}: ${calls} calls each`);
+    for (const slot of turns) await preparePhase(op, slot.impl, calls);
+    const began = performance.now();
+    for (let i = 0; i < calls; i++) {
+      for (const slot of turns) {
+        if (slot.result.error !== undefined) continue;
+        try {
+          const start = performance.now();
+          await slot.impl.run(i);
+          slot.latencies.push(performance.now() - start);
+        } catch (error) {
+          slot.result.error = errorText(error);
+        }
+      }
+      if (i >= 5 && performance.now() - began > config.throughputMs * 2 * turns.length) break;
+    }
+    for (const slot of live().filter((s) => s.impl.sequential)) {
       try {
-        await preparePhase(op, slot.impl, config.latencyIterations);
-        slot.latencies.push(...(await timeSequential(slot.impl, config.latencyIterations, config.throughputMs * 2, 5)));
+        slot.latencies.push(...(await slot.impl.sequential!(config.latencyIterations)));
       } catch (error) {
         slot.result.error = errorText(error);
       }
@@ -226,12 +265,13 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
   for (const slot of slots) {
     if (slot.result.roundsOpsPerSec.length > 0) {
       slot.result.opsPerSec = median(slot.result.roundsOpsPerSec);
-      slot.result.cpuMicrosPerOp = median(slot.result.roundsCpuMicrosPerOp);
+      const cpu = slot.result.roundsCpuMicrosPerOp.filter(Number.isFinite);
+      slot.result.cpuMicrosPerOp = cpu.length > 0 ? median(cpu) : null;
     }
     if (!result.impls.includes(slot.result)) result.impls.push(slot.result);
   }
 
-  result.checks = checksFor(result, op);
+  result.checks = checksFor(result, op, slots);
   return result;
 }
 
@@ -250,23 +290,28 @@ function roundRatios(stowage: ImplResult, other: ImplResult): number[] {
   return Array.from({ length: rounds }, (_, r) => stowage.roundsOpsPerSec[r]! / other.roundsOpsPerSec[r]!);
 }
 
+function targetOf(op: OpBench, impl: ImplResult): number | null {
+  if (impl.kind === 'replay') return op.replayTarget;
+  return op.others.find((other) => other.name === impl.name)?.target ?? null;
+}
+
 /**
- * The largest standard error among the medians of the ratios that have a target (stowage/raw,
- * stowage/peer): about 1.25 standard deviations of the round ratios over √rounds.
+ * The largest relative standard error among the medians of the ratios that have a target:
+ * about 1.25 standard deviations of the round ratios over √rounds, over the target (a ratio of
+ * 6 spreads six times as much as a ratio of 1 for the same noise).
  */
 function ratioStandardError(impls: ImplResult[], op: OpBench): number {
   const stowage = impls.find((i) => i.kind === 'stowage');
   if (stowage === undefined || stowage.error !== undefined) return 0;
-  const targeted = impls.filter(
-    (i) => i.error === undefined && (i.kind === 'raw' || op.peers.some((peer) => peer.name === i.name && peer.target !== null)),
-  );
   let largest = 0;
-  for (const other of targeted) {
+  for (const other of impls) {
+    const target = other.kind === 'stowage' || other.error !== undefined ? null : targetOf(op, other);
+    if (target === null) continue;
     const ratios = roundRatios(stowage, other);
     if (ratios.length < 2) return Infinity;
     const mean = ratios.reduce((a, b) => a + b, 0) / ratios.length;
     const sd = Math.sqrt(ratios.reduce((sum, r) => sum + (r - mean) ** 2, 0) / (ratios.length - 1));
-    largest = Math.max(largest, (1.2533 * sd) / Math.sqrt(ratios.length));
+    largest = Math.max(largest, (1.2533 * sd) / Math.sqrt(ratios.length) / target);
   }
   return largest;
 }
@@ -286,15 +331,14 @@ function rotate<T>(items: T[], by: number): T[] {
   return [...items.slice(k), ...items.slice(0, k)];
 }
 
-function checksFor(result: OpResult, op: OpBench): TargetCheck[] {
+function checksFor(result: OpResult, op: OpBench, slots: Slot[]): TargetCheck[] {
   const checks: TargetCheck[] = [];
   const stowage = result.impls.find((i) => i.kind === 'stowage');
-  const raw = result.impls.find((i) => i.kind === 'raw');
-  if (stowage?.error !== undefined) {
-    checks.push({ what: 'stowage runs', target: 'no error', actual: stowage.error, pass: false });
+  if (stowage === undefined || stowage.error !== undefined) {
+    checks.push({ what: 'stowage runs', target: 'no error', actual: stowage?.error ?? 'not run', pass: false });
     return checks;
   }
-  if (stowage?.roundTrips !== null && stowage?.roundTrips !== undefined) {
+  if (stowage.roundTrips !== null) {
     checks.push({
       what: 'round trips',
       target: `${op.expectedRoundTrips}`,
@@ -302,27 +346,28 @@ function checksFor(result: OpResult, op: OpBench): TargetCheck[] {
       pass: stowage.roundTrips === op.expectedRoundTrips,
     });
   }
-  const rawRatio = stowage && raw ? pairedRatio(stowage, raw) : null;
-  if (rawRatio !== null) {
-    result.rawRatio = rawRatio;
-    checks.push({
-      what: 'stowage/raw throughput',
-      target: `>= ${RAW_RATIO_TARGET.toFixed(2)}`,
-      actual: ratioText(result.rawRatio),
-      pass: result.rawRatio >= RAW_RATIO_TARGET,
-    });
-  } else if (raw?.error !== undefined) {
-    checks.push({ what: 'raw replay runs', target: 'no error', actual: raw.error, pass: false });
-  }
-  for (const peer of op.peers) {
-    const measured = result.impls.find((i) => i.name === peer.name);
-    const ratio = stowage && measured ? pairedRatio(stowage, measured) : null;
-    result.peerRatios.push({ peer: peer.name, ratio, target: peer.target });
-    if (peer.target !== null && ratio !== null) {
-      checks.push({ what: `stowage/${peer.name} throughput`, target: `>= ${peer.target.toFixed(2)}`, actual: ratioText(ratio), pass: ratio >= peer.target });
+  for (const slot of slots.slice(1)) {
+    const impl = slot.result;
+    const target = targetOf(op, impl);
+    const ratio = pairedRatio(stowage, impl);
+    result.ratios.push({ impl: impl.name, kind: impl.kind, ratio, target });
+    if (target === null) continue;
+    if (impl.error !== undefined) {
+      // a replay that cannot run is a limit of the replay (shown on its row), not a miss of stowage's
+      if (impl.kind !== 'replay') checks.push({ what: `${impl.name} runs`, target: 'no error', actual: impl.error, pass: false });
+    } else if (ratio !== null) {
+      checks.push({ what: `stowage/${impl.name} throughput`, target: `>= ${target.toFixed(2)}`, actual: ratioText(ratio), pass: ratio >= target });
     }
+  }
+  const raw = result.impls.find((i) => i.kind === 'raw');
+  if (op.latencyTarget !== undefined && stowage.latency && raw?.latency) {
+    result.latencyRatio = stowage.latency.p50 / raw.latency.p50;
+    checks.push({
+      what: `lone call p50 / ${raw.name} p50`,
+      target: `<= ${op.latencyTarget.toFixed(2)}`,
+      actual: result.latencyRatio.toFixed(2),
+      pass: result.latencyRatio <= op.latencyTarget,
+    });
   }
   return checks;
 }
-
-export type { PeerImpl };

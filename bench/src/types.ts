@@ -1,8 +1,18 @@
-import type { LockProvider } from '@stowage/core';
 import type { StowageSet } from './ops.ts';
 import type { KeySpace } from './workload.ts';
 
-export type ImplKind = 'stowage' | 'raw' | 'peer';
+/**
+ * - `stowage`: the measured adapter, as users get it (coalescing on);
+ * - `variant`: the same adapter with an option changed (`coalesce: false`);
+ * - `raw`: the raw driver sending the obvious single statement per call, the way code written
+ *   without stowage would (`pool.query(text, values)`, `collection.findOne(…)`);
+ * - `anchor`: the physical floor of the server on the same table (`pgbench -S -M prepared`,
+ *   the driver's `find` by `_id`);
+ * - `replay`: the raw driver replaying the very statements stowage sent (what stowage adds on
+ *   the client; see replay.ts);
+ * - `peer`: another library doing the same job (`@keyv/postgres`, …).
+ */
+export type ImplKind = 'stowage' | 'variant' | 'raw' | 'anchor' | 'replay' | 'peer';
 
 export interface Impl {
   /** `stowage`, `raw pg`, `@keyv/postgres`, … */
@@ -15,13 +25,37 @@ export interface Impl {
   seed?: () => Promise<void>;
   /** Raw replays: how many parameters carry the key (0: the same key every call). */
   keyParams?: number;
+  /** Minimum stowage/this throughput ratio, or `null` for a comparison without a target. */
+  target?: number | null;
+  /**
+   * An implementation that is a program of its own (pgbench): it runs `count` calls with
+   * `concurrency` in flight and reports its own rate, instead of `run` being called.
+   */
+  batch?: (count: number, concurrency: number) => Promise<ThroughputSample>;
+  /** The sequential counterpart of `batch`: the latency of `count` calls one at a time, in ms. */
+  sequential?: (count: number) => Promise<number[]>;
+  /** The same call on an instance whose driver traffic the backend observes (for round trips). */
+  observed?: (i: number) => Promise<unknown>;
+  /** Round trips per call when they cannot be observed (an external program). */
+  knownRoundTrips?: number;
 }
 
+export interface ThroughputSample {
+  ops: number;
+  elapsedMs: number;
+  opsPerSec: number;
+  /**
+   * CPU time this process spent per call (user + system, µs); NaN for an external program.
+   * The database's work is the same for stowage and the replay, so the difference is roughly
+   * what stowage adds on the client.
+   */
+  cpuMicrosPerOp: number;
+}
+
+/** Another library doing the same job: always observed (round trips), always with a target or `null`. */
 export interface PeerImpl extends Impl {
   kind: 'peer';
-  /** Minimum stowage/peer throughput ratio, or `null` for a comparison without a target. */
   target: number | null;
-  /** The same call on an instance whose driver traffic the backend observes (for round trips). */
   observed: (i: number) => Promise<unknown>;
 }
 
@@ -48,7 +82,12 @@ export interface OpBench {
   stowage: Impl;
   /** The same stowage call on the instance whose driver traffic is observed. */
   observed: (i: number) => Promise<unknown>;
-  peers: PeerImpl[];
+  /** Everything stowage is compared with besides the replay: variants, raw statements, anchors, peers. */
+  others: Impl[];
+  /** Target of stowage/replay throughput, or `null`: the replay is then a row without a target. */
+  replayTarget: number | null;
+  /** A lone sequential call's p50 must be within this factor of the `raw` row's p50. */
+  latencyTarget?: number;
   /**
    * Objects the caller hands stowage (a snapshot, a cache value). Where stowage sent one to
    * `pg` as its JSON text, the raw replay passes the object itself and lets the driver
@@ -66,6 +105,36 @@ export interface OpBench {
   returnsCallerValue?: 'value' | 'snapshot';
 }
 
+/** One row of a section table: its cells, and the target it checks (its verdict), if any. */
+export interface SectionRow {
+  cells: string[];
+  check?: TargetCheck;
+  /** Shown in the verdict column of a row without a target (why there is none, or n/a). */
+  note?: string;
+  /** The measurements behind the row, for results.json. */
+  data?: Record<string, unknown>;
+}
+
+/** A table of the sections beyond the operations: listings by table size, hand-off, connections, memory. */
+export interface SectionTable {
+  /** `flat`, `generic-plan`, `handoff`, `connections`, `memory`, `clear-expired`, `heap` */
+  id: string;
+  title: string;
+  /** The columns before the verdict column. */
+  header: string[];
+  align: ('l' | 'r')[];
+  rows: SectionRow[];
+  notes: string[];
+  /** The section could not run (the rows may be empty). */
+  error?: string;
+}
+
+/** A part of a backend's run besides the operations; `id` is what `BENCH_SKIP` names. */
+export interface Section {
+  id: 'flat' | 'handoff' | 'connections' | 'memory';
+  run(log: (line: string) => void): Promise<SectionTable[]>;
+}
+
 /** A backend the bench runs on: its operations and how to watch its driver. */
 export interface BackendBench {
   id: 'pglite' | 'postgres' | 'mongo';
@@ -78,11 +147,8 @@ export interface BackendBench {
   stowageError: string | null;
   /** How peers were run on this backend, when that needs explaining. */
   notes: string[];
-  /**
-   * A lock provider with its own connections, for the hand-off run. `wakeups: false` asks
-   * for polling only. Resolves `null` when that mode is not available here (with why).
-   */
-  newLockProvider(wakeups: boolean): Promise<{ provider: LockProvider; close(): Promise<void> } | { unavailable: string }>;
+  /** Everything else this backend measures, in order (after the operations). */
+  sections: Section[];
   /**
    * Empties the bench's tables/collections so that every operation starts
    * from the same small store: results do not depend on the order operations ran in, and
@@ -124,6 +190,14 @@ export interface TargetCheck {
   pass: boolean;
 }
 
+export interface RatioResult {
+  impl: string;
+  kind: ImplKind;
+  /** stowage's throughput over this row's: the median of the rounds' ratios (see `pairedRatio`). */
+  ratio: number | null;
+  target: number | null;
+}
+
 export interface OpResult {
   backend: string;
   op: string;
@@ -132,9 +206,10 @@ export interface OpResult {
   concurrency: number;
   expectedRoundTrips: number;
   impls: ImplResult[];
-  /** stowage / raw throughput: the median of the rounds' ratios (see `pairedRatio`). */
-  rawRatio: number | null;
-  peerRatios: { peer: string; ratio: number | null; target: number | null }[];
+  ratios: RatioResult[];
+  /** stowage's sequential p50 over the `raw` row's, where the operation has a latency target. */
+  latencyRatio: number | null;
+  latencyTarget: number | null;
   /** What stowage sent, one line per statement (captured with marker keys). */
   statements: string[];
   /** How many key parameters the raw replay substitutes (0: same key every call). */

@@ -77,3 +77,39 @@ export class KeySpace {
     return Array.from({ length: count }, (_, j) => this.key(i, j));
   }
 }
+
+/** Random draws per phase: enough that 32 in flight never see a pattern, small enough to precompute. */
+const RANDOM_DRAWS = 1 << 16;
+
+/**
+ * The keys of the anchor table, `"1"` … `"rows"`, drawn uniformly at random as `pgbench -S`
+ * draws its keys (`random(1, rows)`): every implementation reads the same keys in the same
+ * order, from a fixed seed, and every phase starts at another point of the sequence.
+ */
+export class AnchorKeys extends KeySpace {
+  readonly rows: number;
+  readonly #draws: Uint32Array;
+  #offset = 0;
+
+  constructor(rows: number) {
+    super('anchor', rows);
+    this.rows = rows;
+    this.#draws = new Uint32Array(RANDOM_DRAWS);
+    let state = 0x9e3779b9; // mulberry32
+    for (let d = 0; d < RANDOM_DRAWS; d++) {
+      state = (state + 0x6d2b79f5) | 0;
+      let t = Math.imul(state ^ (state >>> 15), 1 | state);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      this.#draws[d] = 1 + ((((t ^ (t >>> 14)) >>> 0) / 4294967296) * rows) | 0;
+    }
+  }
+
+  override nextPhase(): void {
+    this.#offset = (this.#offset + 7919) % RANDOM_DRAWS;
+  }
+
+  override key(i: number, j = 0): string {
+    if (i < 0) return markerKey(j);
+    return String(this.#draws[(this.#offset + i + j * 104_729) % RANDOM_DRAWS]);
+  }
+}

@@ -17,7 +17,8 @@ interface Pair {
 
 /**
  * A TCP proxy on 127.0.0.1 between stowage and a database, which the test cuts and restores.
- * Plain `node:net`; it only ever connects to the one target it was given (a loopback port).
+ * Plain `node:net`; it only ever connects to loopback ports: the target it was given, or the
+ * one a failover moved it to ({@link TcpProxy.retarget}).
  */
 export class TcpProxy {
   #state: 'open' | CutMode = 'open';
@@ -25,7 +26,7 @@ export class TcpProxy {
   #accepted = 0;
   #reset = 0;
   private readonly server: net.Server;
-  private readonly target: { host: string; port: number };
+  private target: { host: string; port: number };
 
   private constructor(server: net.Server, target: { host: string; port: number }) {
     this.server = server;
@@ -76,6 +77,17 @@ export class TcpProxy {
   restore(): void {
     this.#state = 'open';
     for (const pair of this.#pairs) this.#flow(pair);
+  }
+
+  /**
+   * Sends every new connection to `target` from now on and resets the open ones, as a failover
+   * proxy does when its health check moves to another server (HAProxy's
+   * `on-marked-down shutdown-sessions`, PgBouncer after a `RELOAD` with a new host).
+   */
+  retarget(target: { host: string; port: number }): void {
+    if (!isLoopback(target.host)) throw new Error(`proxy target must be a loopback address, got ${target.host}`);
+    this.target = target;
+    for (const pair of [...this.#pairs]) this.#resetPair(pair);
   }
 
   async close(): Promise<void> {

@@ -12,6 +12,11 @@ export interface RoleContext {
   index: number;
   /** Sends a progress event to the parent (IPC for processes, a callback in-process). */
   emit(event: unknown): void;
+  /**
+   * Resolves once the parent has sent `word` ({@link WorkerProcess.tell}): how a role that runs
+   * until told learns to stop. In-process roles are never told anything.
+   */
+  told(word: string): Promise<void>;
 }
 
 export type Role<P = unknown, R = unknown> = (backend: Backend, params: P, context: RoleContext) => Promise<R>;
@@ -24,6 +29,8 @@ export const ROLES = {
   'snapshot-writer': () => import('./checks/crash-recovery.ts').then((m) => m.snapshotWriter as Role),
   'leak-cycles': () => import('./checks/resource-leaks.ts').then((m) => m.leakCycles as Role),
   'hostile-corpus': () => import('./checks/hostile-input.ts').then((m) => m.hostileCorpus as Role),
+  'connections-client': () => import('./checks/connections.ts').then((m) => m.connectionsClient as Role),
+  'failover-load': () => import('./checks/failover-load.ts').then((m) => m.failoverLoad as Role),
 } as const;
 
 export type RoleName = keyof typeof ROLES;
@@ -33,6 +40,12 @@ export interface WorkerRequest {
   target: BackendTarget;
   params: unknown;
   index: number;
+}
+
+/** From the parent to a running worker. */
+export interface ParentMessage {
+  type: 'tell';
+  word: string;
 }
 
 export type WorkerMessage =
@@ -74,6 +87,11 @@ export class WorkerProcess<R> {
 
   get pid(): number {
     return this.child.pid!;
+  }
+
+  /** Sends `word` to the role (see {@link RoleContext.told}); nothing when the process is gone. */
+  tell(word: string): void {
+    if (this.child.connected) this.child.send({ type: 'tell', word } satisfies ParentMessage);
   }
 
   kill(signal: NodeJS.Signals): void {
@@ -118,7 +136,7 @@ export async function runWorkers<P, R>(
     const run = (await ROLES[role]()) as Role<P, R>;
     return Promise.all(
       Array.from({ length: count }, (_, index) =>
-        run(backend, params(index), { index, emit: (event) => options.onEvent?.(index, event) }),
+        run(backend, params(index), { index, emit: (event) => options.onEvent?.(index, event), told: () => new Promise(() => {}) }),
       ),
     );
   }

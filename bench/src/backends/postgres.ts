@@ -1,17 +1,29 @@
 /**
  * A Postgres backend (the server, or PGlite in its own process): stowage on a bench-owned
- * pool, the raw `pg` replay of its statements on a twin pool, and @keyv/postgres.
+ * pool; the anchor tables its point operations share with the raw driver's single
+ * statements and `pgbench`; the raw `pg` replay of its statements on a twin pool;
+ * @keyv/postgres; and the sections: listings by table size, memory, hand-off, connections.
  */
 import KeyvPostgres from '@keyv/postgres';
 import Keyv from 'keyv';
 import pg from 'pg';
+import { fillAnchorTables, keyvAnchorSeeder, pgbenchAnchors, rawSingleStatements } from '../anchor-postgres.ts';
 import { config } from '../config.ts';
-import { buildOps, unavailableStowage } from '../ops.ts';
-import { keyvPeers } from '../peers.ts';
+import { connectionsSection } from '../connections.ts';
+import { PostgresData } from '../data-postgres.ts';
+import { runFlat } from '../flat.ts';
+import { handoffSection } from '../handoff.ts';
+import { runHeapGrowth } from '../memory.ts';
+import { buildOps, unavailableStowage, type OthersFor } from '../ops.ts';
+import { combinePeers, keyvPeers } from '../peers.ts';
 import { installPgObserver, recordPg, type PgStatement } from '../pg-observer.ts';
+import { pgbenchVersion, removePgbenchFiles } from '../pgbench.ts';
 import { pgReplayer } from '../replay.ts';
-import type { BackendBench, Impl, Observation, OpBench } from '../types.ts';
-import { openPostgresLockProvider, openStowagePostgres } from './stowage-postgres.ts';
+import { runScanMemory } from '../scan-memory.ts';
+import { failedTable } from '../sections.ts';
+import type { BackendBench, Impl, Observation, OpBench, Section } from '../types.ts';
+import { AnchorKeys } from '../workload.ts';
+import { openStowagePostgres } from './stowage-postgres.ts';
 
 export const BENCH_SCHEMA = 'stowage_bench';
 
@@ -35,21 +47,22 @@ function describe(statement: PgStatement): string {
 
 export async function postgresBackend(id: 'pglite' | 'postgres', title: string, url: string, label: string): Promise<BackendBench> {
   installPgObserver();
+  const pglite = id === 'pglite';
   const poolOptions = { connectionString: url, max: config.poolSize };
   const admin = new pg.Pool({ connectionString: url, max: 1 });
   // every run starts from empty tables: the same work on every run
   await admin.query(`DROP SCHEMA IF EXISTS ${BENCH_SCHEMA} CASCADE`);
   await admin.query(`CREATE SCHEMA ${BENCH_SCHEMA}`);
-  await admin.end();
 
   const stowagePool = new pg.Pool(poolOptions);
   const rawPool = new pg.Pool(poolOptions);
-  const lockPools: pg.Pool[] = [];
+  const notes: string[] = [];
 
   let stowageError: string | null = null;
   let opened: Awaited<ReturnType<typeof openStowagePostgres>> | null = null;
   try {
     opened = await openStowagePostgres(stowagePool, BENCH_SCHEMA);
+    await fillAnchorTables(rawPool, BENCH_SCHEMA, config.anchorRows);
   } catch (error) {
     stowageError = (error as Error).message;
   }
@@ -59,32 +72,80 @@ export async function postgresBackend(id: 'pglite' | 'postgres', title: string, 
   const keyv = new Keyv({ store: keyvStore, namespace: 'bench' });
   keyv.on('error', () => undefined);
 
-  const set = opened?.set ?? unavailableStowage(stowageError ?? 'stowage not loaded');
-  const ops: OpBench[] = buildOps(set, set, keyvPeers('@keyv/postgres', keyv, keyv));
+  const unavailable = unavailableStowage(stowageError ?? 'stowage not loaded');
+  const set = opened?.set ?? unavailable;
+  const anchor = opened?.anchor ?? unavailable;
+  const anchorVariant = opened?.anchorVariant ?? unavailable;
+  const pgbench = await pgbenchVersion();
+  let anchors: OthersFor = () => [];
+  if (pgbench === null) notes.push('pgbench is not on PATH: the anchor rows are missing (install postgresql-client)');
+  else anchors = await pgbenchAnchors({ url, schema: BENCH_SCHEMA, rows: config.anchorRows });
+  const ops: OpBench[] = buildOps(
+    set,
+    set,
+    { keys: new AnchorKeys(config.anchorRows), measured: anchor, variant: anchorVariant, observed: anchor, variantObserved: anchorVariant },
+    combinePeers(rawSingleStatements(rawPool, BENCH_SCHEMA), anchors, keyvPeers('@keyv/postgres', keyv, keyv, keyvAnchorSeeder(rawPool, BENCH_SCHEMA, config.anchorRows))),
+  );
+  if (pglite) {
+    notes.push('PGlite is one single-threaded session behind a socket server: 32 in flight queue there, and pgbench clients share that session too');
+  }
+
+  const data = new PostgresData(url, BENCH_SCHEMA);
+  const sections: Section[] = [
+    { id: 'flat', run: (log) => runFlat(data, log) },
+    {
+      id: 'memory',
+      run: async (log) => {
+        const tables = await runScanMemory(data, log);
+        try {
+          tables.push(await runHeapGrowth(id, set));
+        } catch (error) {
+          tables.push(failedTable('heap', 'heap growth', error));
+        }
+        return tables;
+      },
+    },
+    handoffSection((wakeups) => ({
+      kind: 'postgres',
+      url,
+      schema: BENCH_SCHEMA,
+      wakeups,
+      poolSize: config.poolSize,
+      applicationName: 'stowage_bench_handoff',
+    }), { polling: true }),
+  ];
+  if (!pglite) sections.push(connectionsSection(url, BENCH_SCHEMA));
+  else {
+    sections.push({
+      id: 'connections',
+      run: async () => [
+        {
+          id: 'connections',
+          title: 'connections',
+          header: ['processes'],
+          align: ['l'],
+          rows: [{ cells: ['-'], note: "n/a: PGlite's socket server is one session; pg_stat_activity does not see its clients" }],
+          notes: [],
+        },
+      ],
+    });
+  }
 
   return {
     id,
     title,
     label,
-    driver: 'pg 8.23.1',
+    driver: `pg 8.23.1${pgbench ? `, ${pgbench}` : ''}`,
     ops,
     stowage: opened?.set ?? null,
     stowageError,
-    notes: [],
-    async newLockProvider(wakeups) {
-      if (opened === null) return { unavailable: stowageError ?? 'stowage not loaded' };
-      const pool = new pg.Pool({ connectionString: url, max: 2 });
-      lockPools.push(pool);
-      const provider = await openPostgresLockProvider(pool, BENCH_SCHEMA, wakeups);
-      if (wakeups && !provider.capabilities.wakeups) {
-        await provider.close();
-        return { unavailable: 'LISTEN/NOTIFY did not work on this server (capabilities.wakeups = false)' };
-      }
-      return { provider, close: () => provider.close() };
-    },
+    notes,
+    sections,
     async resetData() {
+      // the anchor and big tables are filled once per run; everything else starts empty
       const { rows } = await rawPool.query(
-        `SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = $1 `,
+        `SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables
+         WHERE schemaname = $1 AND tablename NOT LIKE 'anchor\\_%' AND tablename NOT LIKE 'flat\\_%'`,
         [BENCH_SCHEMA],
       );
       if (rows.length > 0) await rawPool.query(`TRUNCATE ${rows.map((row: { name: string }) => row.name).join(', ')}`);
@@ -98,12 +159,17 @@ export async function postgresBackend(id: 'pglite' | 'postgres', title: string, 
       const replay = (i: number) => replayer.run((j) => op.keys.key(i, j));
       const column = op.returnsCallerValue;
       const run = column === undefined ? replay : (i: number) => replay(i).then((result) => parseFoundValue(result, column));
-      return { name: 'raw pg', kind: 'raw', keyParams: replayer.markers, run };
+      return { name: "replay of stowage's SQL", kind: 'replay', keyParams: replayer.markers, run };
     },
     async close() {
       await opened?.close().catch(() => undefined);
+      await data.close().catch(() => undefined);
       await keyvStore.disconnect().catch(() => undefined);
-      await Promise.all([stowagePool.end(), rawPool.end(), ...lockPools.map((p) => p.end())]);
+      await removePgbenchFiles().catch(() => undefined);
+      await Promise.all([stowagePool.end(), rawPool.end()]);
+      // the big tables go with the schema: nothing of the run stays on the server
+      await admin.query(`DROP SCHEMA IF EXISTS ${BENCH_SCHEMA} CASCADE`).catch(() => undefined);
+      await admin.end();
     },
   };
 }

@@ -4,10 +4,14 @@
  */
 import { PostgresCacheProvider, PostgresKeyValueStore, PostgresLockProvider, postgres } from '@stowage/postgres';
 import type pg from 'pg';
-import type { StowageSet } from '../ops.ts';
+import { ANCHOR_CACHE_PREFIX, ANCHOR_TABLES } from '../anchor-postgres.ts';
+import type { AnchorStores, StowageSet } from '../ops.ts';
 
 export interface OpenedStowage {
   set: StowageSet;
+  /** The key-value store and cache on the anchor tables, with coalescing (default) and without. */
+  anchor: AnchorStores;
+  anchorVariant: AnchorStores;
   close(): Promise<void>;
 }
 
@@ -18,10 +22,22 @@ export async function openStowagePostgres(pool: pg.Pool, schema: string): Promis
     locks: new PostgresLockProvider({ pool, schema }),
     cache: new PostgresCacheProvider({ pool, schema, prefix: 'bench' }),
   };
+  const anchorOn = (coalesce: boolean): AnchorStores => ({
+    kv: new PostgresKeyValueStore({ pool, schema, table: ANCHOR_TABLES.kv, coalesce }),
+    cache: new PostgresCacheProvider({ pool, schema, table: ANCHOR_TABLES.cache, prefix: ANCHOR_CACHE_PREFIX, coalesce }),
+  });
+  const anchor = anchorOn(true);
+  const anchorVariant = anchorOn(false);
+  // the tables exist before the bench fills them
+  await (anchor.kv as PostgresKeyValueStore).ready();
+  await (anchor.cache as PostgresCacheProvider).ready();
+  const all = [...Object.values(set), ...Object.values(anchor), ...Object.values(anchorVariant)];
   return {
     set,
+    anchor,
+    anchorVariant,
     close: async () => {
-      await Promise.all(Object.values(set).map((resource) => resource.close()));
+      await Promise.all(all.map((resource) => resource.close()));
     },
   };
 }

@@ -1,5 +1,5 @@
 /**
- * The device process of seed 004 ("State machine using MongoDB change streams"): a firmware
+ * The device process of the blog post "State machine using MongoDB change streams": a firmware
  * downgrade of a customer's IoT device that may take days, because the device is not always
  * online. Five states with work to do, each run by its own worker process (the seed's
  * StatefulSets), then `done`; `failed` is where an item goes after too many failures.

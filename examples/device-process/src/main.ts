@@ -17,7 +17,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { createStateMachine, type ProcessItem } from '@stowage/core';
+import { bindProcess, type ProcessItem } from '@stowage/core';
 import { createPostgresProcessBackend, quoteIdentifier } from '@stowage/postgres';
 import { startEmbeddedPostgres } from '@stowage/test-env';
 import pg from 'pg';
@@ -40,7 +40,7 @@ const effects = new DeviceEffects(pool, tables.effects);
 await effects.createTable();
 const backend = createPostgresProcessBackend({ url, pool: { max: 2 }, itemsTable: tables.items, transitionsTable: tables.transitions });
 await backend.ready();
-const machine = createStateMachine(backend, deviceProcess(effects));
+const downgrades = bindProcess(backend, deviceProcess(effects));
 console.log(`feeds: ${backend.capabilities.changeFeed ? 'woken by LISTEN/NOTIFY' : 'polling (LISTEN is not available here)'}\n`);
 
 // --- Worker processes -----------------------------------------------------------------
@@ -136,7 +136,7 @@ async function within<T>(promise: Promise<T>, what: string): Promise<T> {
 }
 
 const devices = Array.from({ length: DEVICES }, (_, i) => `device-${String(i).padStart(2, '0')}`);
-const start = (id: string) => machine.start(id, { user: `user-${id.slice(-2)}`, firmware: '1.4.2' } satisfies Device);
+const start = (id: string) => downgrades.start(id, { user: `user-${id.slice(-2)}`, firmware: '1.4.2' } satisfies Device);
 let killedHeld: string[] = [];
 let exitCode = 0;
 
@@ -162,7 +162,7 @@ try {
 
   const allDone = async () => {
     for (;;) {
-      const finished = await Promise.all(devices.map((id) => machine.get(id)));
+      const finished = await Promise.all(devices.map((id) => downgrades.get(id)));
       if (finished.every((item) => item?.state === 'done' || item?.state === 'failed')) return finished as ProcessItem<Device>[];
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
@@ -179,7 +179,7 @@ try {
   check(`every device is done (${finished.filter((item) => item.state === 'done').length}/${DEVICES})`, finished.every((item) => item.state === 'done'));
   let wrongHistories = 0;
   for (const id of devices) {
-    const history = await machine.history(id);
+    const history = await downgrades.history(id);
     const path = history.map((entry) => entry.to);
     const versionsInOrder = history.every((entry, index) => entry.version === index + 1 && (index === 0 || entry.from === history[index - 1]!.to));
     if (path.join() !== expectedPath.join() || !versionsInOrder) wrongHistories++;

@@ -4,7 +4,7 @@
  * gracefully (finishes or hands back its items, saves its cursors). Its name is its identity:
  * restarted under the same name, it resumes from its cursors.
  */
-import { createStateMachine } from '@stowage/core';
+import { bindProcess } from '@stowage/core';
 import { PostgresKeyValueStore, createPostgresProcessBackend } from '@stowage/postgres';
 import pg from 'pg';
 import { DeviceEffects, deviceProcess, tableNames, type DeviceState } from './device-process.ts';
@@ -22,7 +22,7 @@ const cursors = new PostgresKeyValueStore({ url, pool: { max: 1 }, table: tables
 const effects = new DeviceEffects(pool, tables.effects);
 const definition = deviceProcess(effects, (call) => print({ t: 'call', worker: name, ...call }));
 
-const worker = createStateMachine(backend, definition).worker({
+const worker = bindProcess(backend, definition).worker({
   name,
   states,
   cursors,

@@ -51,6 +51,17 @@ export const SCHEMA = `
   ) WITHOUT ROWID;
   CREATE INDEX IF NOT EXISTS kv_expires_at ON kv (expires_at) WHERE expires_at IS NOT NULL;
 
+  -- The last version handed out, for every key: a key deleted and written again continues
+  -- above its old versions, so a compare-and-set never matches a value it did not read.
+  CREATE TABLE IF NOT EXISTS kv_versions (id INTEGER PRIMARY KEY CHECK (id = 1), last INTEGER NOT NULL);
+  INSERT OR IGNORE INTO kv_versions VALUES (1, 0);
+  CREATE TRIGGER IF NOT EXISTS kv_version_used AFTER INSERT ON kv BEGIN
+    UPDATE kv_versions SET last = NEW.version WHERE id = 1;
+  END;
+  CREATE TRIGGER IF NOT EXISTS kv_version_bumped AFTER UPDATE OF version ON kv BEGIN
+    UPDATE kv_versions SET last = NEW.version WHERE id = 1;
+  END;
+
   -- A lock row is never deleted: it keeps the key's highest fence after release.
   CREATE TABLE IF NOT EXISTS locks (
     key        TEXT PRIMARY KEY,
@@ -59,6 +70,9 @@ export const SCHEMA = `
     expires_at INTEGER NOT NULL
   ) WITHOUT ROWID;
 `;
+
+/** The version of a write: one more than any version ever handed out (see kv_versions). */
+export const NEXT_VERSION = `(SELECT last + 1 FROM kv_versions WHERE id = 1)`;
 
 /** A live row: no expiry, or an expiry still in the future (on the database's clock). */
 export const LIVE = `(expires_at IS NULL OR expires_at > ${NOW_MS})`;

@@ -1,22 +1,8 @@
 import type { DatabaseSync } from 'node:sqlite';
-import {
-  Lifecycle,
-  StowageError,
-  assertOptionalDuration,
-  assertValidKey,
-  assertValidKeys,
-  assertValidStringValue,
-  globLiteralPrefix,
-  globToRegExp,
-  type Capabilities,
-  type KeyValueEntry,
-  type KeyValueEntryInfo,
-  type KeyValueSetOptions,
-  type KeyValueStore,
-  type KeyValueWrite,
-} from '@stowage/core';
+import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
+import { KeyValueStoreBase, type Glob, type KeyValueWriteOp } from '@stowage/core/adapter';
 import { SQLITE_CAPABILITIES } from './capabilities.ts';
-import { LIVE, NOW_MS, connect, type SqliteStoreOptions } from './database.ts';
+import { LIVE, NEXT_VERSION, NOW_MS, connect, type SqliteStoreOptions } from './database.ts';
 
 interface KvRow {
   key: string;
@@ -26,71 +12,35 @@ interface KvRow {
   expires_at: number | null;
 }
 
-/**
- * Insert or replace. The version grows by one while the key is live and starts over at 1
- * when the stored row had already expired (an expired key counts as absent).
- */
-const UPSERT = `
+/** Insert or replace, with a version no write of any key ever had (see NEXT_VERSION). */
+const INSERT_OR_REPLACE = `
   INSERT INTO kv (key, value, version, updated_at, expires_at)
-  VALUES (?, ?, 1, ${NOW_MS}, ${NOW_MS} + ?)
+  VALUES (?, ?, ${NEXT_VERSION}, ${NOW_MS}, ${NOW_MS} + ?)
   ON CONFLICT (key) DO UPDATE SET
-    value = excluded.value,
-    version = CASE WHEN kv.expires_at IS NULL OR kv.expires_at > ${NOW_MS} THEN kv.version + 1 ELSE 1 END,
-    updated_at = excluded.updated_at,
-    expires_at = excluded.expires_at
-  RETURNING version`;
+    value = excluded.value, version = excluded.version, updated_at = excluded.updated_at, expires_at = excluded.expires_at`;
+const UPSERT = `${INSERT_OR_REPLACE} RETURNING version`;
+/** compareAndSet(…, null): replaces only an expired row; a live one makes the statement return nothing. */
+const CREATE = `${INSERT_OR_REPLACE} WHERE kv.expires_at IS NOT NULL AND kv.expires_at <= ${NOW_MS} RETURNING version`;
 
-export class SqliteKeyValueStore implements KeyValueStore {
+/**
+ * `KeyValueStore` on SQLite. `KeyValueStoreBase` (from `@stowage/core/adapter`) does
+ * everything that is the same on every backend — closed state, key/value/ttl validation,
+ * batch order, the version-conflict error — and calls the `_` methods below with valid
+ * arguments. Each is one SQL statement (a batch, one transaction).
+ */
+export class SqliteKeyValueStore extends KeyValueStoreBase {
   readonly capabilities: Capabilities = SQLITE_CAPABILITIES;
   readonly #db: DatabaseSync;
   readonly #ownsDatabase: boolean;
-  readonly #lifecycle = new Lifecycle('sqlite key-value store');
 
   constructor(options: SqliteStoreOptions) {
+    super('SqliteKeyValueStore');
     const { db, owned } = connect(options);
     this.#db = db;
     this.#ownsDatabase = owned;
   }
 
-  async get(key: string): Promise<string | null> {
-    this.#open();
-    assertValidKey(key);
-    const row = this.#db.prepare(`SELECT value FROM kv WHERE key = ? AND ${LIVE}`).get(key) as Pick<KvRow, 'value'> | undefined;
-    return row?.value ?? null;
-  }
-
-  async set(key: string, value: string, options?: KeyValueSetOptions): Promise<void> {
-    this.#open();
-    assertValidKey(key);
-    assertValidStringValue(value);
-    assertOptionalDuration(options?.ttl);
-    this.#db.prepare(UPSERT).get(key, value, options?.ttl ?? null);
-  }
-
-  async delete(key: string): Promise<boolean> {
-    this.#open();
-    assertValidKey(key);
-    // An expired row is removed too, but only a live one counts as deleted.
-    const row = this.#db.prepare(`DELETE FROM kv WHERE key = ? RETURNING ${LIVE} AS live`).get(key) as
-      | { live: number }
-      | undefined;
-    return row?.live === 1;
-  }
-
-  async exists(key: string): Promise<boolean> {
-    this.#open();
-    assertValidKey(key);
-    return this.#db.prepare(`SELECT 1 FROM kv WHERE key = ? AND ${LIVE}`).get(key) !== undefined;
-  }
-
-  async keys(pattern = '*'): Promise<string[]> {
-    return (await this.entries(pattern)).map((entry) => entry.key);
-  }
-
-  async getMany(keys: readonly string[]): Promise<(string | null)[]> {
-    this.#open();
-    assertValidKeys(keys);
-    if (keys.length === 0) return [];
+  protected async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
     const rows = this.#db
       .prepare(`SELECT key, value FROM kv WHERE key IN (SELECT value FROM json_each(?)) AND ${LIVE}`)
       .all(JSON.stringify(keys)) as Pick<KvRow, 'key' | 'value'>[];
@@ -98,117 +48,62 @@ export class SqliteKeyValueStore implements KeyValueStore {
     return keys.map((key) => found.get(key) ?? null);
   }
 
-  async setMany(entries: readonly KeyValueWrite[]): Promise<void> {
-    this.#open();
-    if (!Array.isArray(entries)) throw new StowageError('E_INVALID_VALUE', 'setMany needs an array of entries');
-    for (const entry of entries) {
-      assertValidKey(entry?.key);
-      assertValidStringValue(entry.value);
-      assertOptionalDuration(entry.ttl);
-    }
+  protected async _setMany(writes: readonly KeyValueWriteOp[]): Promise<void> {
     const upsert = this.#db.prepare(UPSERT);
-    this.#transaction(() => {
-      for (const entry of entries) upsert.get(entry.key, entry.value, entry.ttl ?? null);
-    });
+    this.#db.exec('BEGIN IMMEDIATE');
+    try {
+      for (const { key, value, ttl } of writes) upsert.get(key, value, ttl ?? null);
+      this.#db.exec('COMMIT');
+    } catch (error) {
+      this.#db.exec('ROLLBACK');
+      throw error;
+    }
   }
 
-  async deleteMany(keys: readonly string[]): Promise<number> {
-    this.#open();
-    assertValidKeys(keys);
+  protected async _deleteMany(keys: readonly string[]): Promise<number> {
     const rows = this.#db
       .prepare(`DELETE FROM kv WHERE key IN (SELECT value FROM json_each(?)) RETURNING ${LIVE} AS live`)
       .all(JSON.stringify(keys)) as { live: number }[];
     return rows.filter((row) => row.live === 1).length;
   }
 
-  async getEntry(key: string): Promise<KeyValueEntry | null> {
-    this.#open();
-    assertValidKey(key);
+  protected async _getEntry(key: string): Promise<KeyValueEntry | null> {
     const row = this.#db.prepare(`SELECT * FROM kv WHERE key = ? AND ${LIVE}`).get(key) as KvRow | undefined;
     return row === undefined ? null : { ...toInfo(row), value: row.value };
   }
 
-  async entries(pattern = '*'): Promise<KeyValueEntryInfo[]> {
-    this.#open();
-    const matches = globToRegExp(pattern); // validates the pattern (E_INVALID_KEY)
-    // Narrow the scan to the pattern's literal prefix, compared as UTF-8 bytes: SQLite's LIKE
-    // ignores ASCII case, and its text functions stop at U+0000.
-    const prefix = Buffer.from(globLiteralPrefix(pattern));
+  protected async _entries(glob: Glob): Promise<KeyValueEntryInfo[]> {
+    // Narrow the scan to the pattern's literal prefix, compared as UTF-8 bytes (SQLite's LIKE
+    // ignores ASCII case, and its text functions stop at U+0000), then match in JavaScript.
+    const prefix = Buffer.from(glob.prefix);
     const rows = this.#db
       .prepare(
         `SELECT key, version, updated_at, expires_at FROM kv
-         WHERE substr(CAST(key AS BLOB), 1, ?) = ? AND ${LIVE} ORDER BY key`,
+         WHERE substr(CAST(key AS BLOB), 1, ?) = ? AND ${LIVE} ORDER BY CAST(key AS BLOB)`,
       )
       .all(prefix.length, prefix) as Omit<KvRow, 'value'>[];
-    return rows.filter((row) => matches.test(row.key)).map(toInfo);
+    return rows.filter((row) => glob.matches(row.key)).map(toInfo);
   }
 
-  async compareAndSet(
-    key: string,
-    value: string,
-    expectedVersion: number | null,
-    options?: KeyValueSetOptions,
-  ): Promise<number> {
-    this.#open();
-    assertValidKey(key);
-    assertValidStringValue(value);
-    assertOptionalDuration(options?.ttl);
-    if (expectedVersion !== null && (!Number.isSafeInteger(expectedVersion) || expectedVersion < 1)) {
-      throw new StowageError('E_INVALID_OPTION', 'expectedVersion must be a positive integer or null');
-    }
-    const ttl = options?.ttl ?? null;
+  protected async _compareAndSet(key: string, value: string, expectedVersion: number | null, ttl: number | undefined): Promise<number | null> {
     const row =
       expectedVersion === null
-        ? // Only when absent or expired: the conflict branch fires for an expired row alone.
-          this.#db
-            .prepare(
-              `INSERT INTO kv (key, value, version, updated_at, expires_at)
-               VALUES (?, ?, 1, ${NOW_MS}, ${NOW_MS} + ?)
-               ON CONFLICT (key) DO UPDATE SET
-                 value = excluded.value, version = 1, updated_at = excluded.updated_at, expires_at = excluded.expires_at
-               WHERE kv.expires_at IS NOT NULL AND kv.expires_at <= ${NOW_MS}
-               RETURNING version`,
-            )
-            .get(key, value, ttl)
+        ? this.#db.prepare(CREATE).get(key, value, ttl ?? null)
         : this.#db
             .prepare(
-              `UPDATE kv SET value = ?, version = version + 1, updated_at = ${NOW_MS}, expires_at = ${NOW_MS} + ?
-               WHERE key = ? AND version = ? AND ${LIVE}
-               RETURNING version`,
+              `UPDATE kv SET value = ?, version = ${NEXT_VERSION}, updated_at = ${NOW_MS}, expires_at = ${NOW_MS} + ?
+               WHERE key = ? AND version = ? AND ${LIVE} RETURNING version`,
             )
-            .get(value, ttl, key, expectedVersion);
-    if (row === undefined) {
-      throw new StowageError('E_VERSION_CONFLICT', `"${key}" is not at version ${expectedVersion ?? '(absent)'}`);
-    }
-    return (row as { version: number }).version;
+            .get(value, ttl ?? null, key, expectedVersion);
+    return row === undefined ? null : (row as { version: number }).version;
   }
 
-  async clearExpired(): Promise<number> {
-    this.#open();
-    const result = this.#db.prepare(`DELETE FROM kv WHERE expires_at IS NOT NULL AND expires_at <= ${NOW_MS}`).run();
-    return Number(result.changes);
+  protected async _clearExpired(): Promise<number> {
+    return Number(this.#db.prepare(`DELETE FROM kv WHERE expires_at IS NOT NULL AND expires_at <= ${NOW_MS}`).run().changes);
   }
 
-  /** Idempotent. Closes the database only if this store opened it. */
-  close(): Promise<void> {
-    return this.#lifecycle.close(async () => {
-      if (this.#ownsDatabase) this.#db.close();
-    });
-  }
-
-  #open(): void {
-    this.#lifecycle.assertOpen();
-  }
-
-  #transaction(work: () => void): void {
-    this.#db.exec('BEGIN IMMEDIATE');
-    try {
-      work();
-      this.#db.exec('COMMIT');
-    } catch (error) {
-      this.#db.exec('ROLLBACK');
-      throw error;
-    }
+  protected override async _close(): Promise<void> {
+    if (this.#ownsDatabase) this.#db.close();
   }
 }
 

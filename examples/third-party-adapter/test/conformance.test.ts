@@ -50,7 +50,10 @@ afterAll(() => {
   }
 
   // Implemented contracts: skipped only where a capability this adapter does not claim is needed.
-  const gated = report.skipped.filter((entry) => implemented.has(entry.contract));
+  // and where a case needs a transaction of the database to join: this adapter offers none
+  // (no withTransaction, no beginTransaction() in its context).
+  const noTransaction = 'the adapter has no beginTransaction() factory';
+  const gated = report.skipped.filter((entry) => implemented.has(entry.contract) && entry.reason !== noTransaction);
   expect(gated.map((entry) => `${entry.contract} › ${entry.case}: ${entry.reason}`)).toEqual([
     'LockProvider › waiting acquire is woken by release, not only by polling: needs wakeups',
   ]);

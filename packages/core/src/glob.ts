@@ -122,6 +122,38 @@ export function globLiteralPrefix(pattern: string): string {
   return first?.kind === 'literal' ? first.text : '';
 }
 
+/**
+ * A parsed glob, as the adapter kit hands it to a backend: parsed once per call, with what a
+ * backend needs to narrow the scan (`prefix`, `isLiteral`, `matchesAll`) and a matcher.
+ */
+export interface Glob {
+  readonly pattern: string;
+  readonly tokens: readonly GlobToken[];
+  /** The literal text every match starts with (`''` when the glob starts with a wildcard). */
+  readonly prefix: string;
+  /** No wildcard: the glob matches the key `prefix` and nothing else. */
+  readonly isLiteral: boolean;
+  /** `*`: every key matches. */
+  readonly matchesAll: boolean;
+  /** Whether a whole key matches, in O(key × pattern) time at worst (see {@link globMatcher}). */
+  matches(key: string): boolean;
+}
+
+/** Parses `pattern` (`E_INVALID_KEY` when malformed) into a {@link Glob}. */
+export function compileGlob(pattern: unknown): Glob {
+  const tokens = parseGlob(pattern);
+  const first = tokens[0];
+  let matcher: ((key: string) => boolean) | undefined;
+  return {
+    pattern: pattern as string,
+    tokens,
+    prefix: first?.kind === 'literal' ? first.text : '',
+    isLiteral: tokens.every((token) => token.kind === 'literal'),
+    matchesAll: tokens.length === 1 && first!.kind === 'anyRun',
+    matches: (key) => (matcher ??= globMatcher(pattern as string))(key),
+  };
+}
+
 /** True when the glob has no wildcard, so it can match one key at most. */
 export function isLiteralGlob(pattern: string): boolean {
   return parseGlob(pattern).every((token) => token.kind === 'literal');

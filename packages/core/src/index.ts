@@ -1,16 +1,27 @@
-export * from './errors.js';
-export * from './keys.js';
-export * from './glob.js';
-export * from './clock.js';
-export * from './measured-clock.js';
-export * from './capabilities.js';
-export * from './json.js';
-export * from './lifecycle.js';
-export * from './lock-support.js';
-export * from './snapshot-support.js';
-export * from './persistence.js';
-export * from './kv-support.js';
-export * from './resilience-support.js';
+/**
+ * `@stowage/core`: what a user of stowage needs — the contracts, `StowageError` and its codes,
+ * codecs, glob escaping, clocks for tests, `createStatePersistence` for awaitly, processes, and
+ * the names of the diagnostics channels stowage publishes on (`STOWAGE_CHANNELS`).
+ * What adapters are built with is in `@stowage/core/adapter`; the in-memory adapter is
+ * `@stowage/core/memory`, the conformance suite `@stowage/core/conformance`.
+ */
+export { ERROR_CODES, StowageError, isStowageError, type StowageErrorCode } from './errors.js';
+export { MAX_DURATION_MS, MAX_KEY_BYTES, compareKeys } from './keys.js';
+export { escapeGlob } from './glob.js';
+export { ManualClock, monotonicClock, type Clock } from './clock.js';
+export { hasCapability, type Capabilities, type CapabilityName, type HasCapabilities } from './capabilities.js';
+export { jsonCodec, richCodec, type Codec, type JsonObject, type JsonPrimitive, type JsonValue } from './json.js';
+export { DEFAULT_STATE_PREFIX, createStatePersistence, type StatePersistenceOptions } from './persistence.js';
+export {
+  STOWAGE_CHANNELS,
+  type BatchMessage,
+  type CacheLookupMessage,
+  type LockWaitMessage,
+  type OperationMessage,
+  type ProcessClaimMessage,
+  type ProcessTransitionMessage,
+  type StoreIdentity,
+} from './diagnostics.js';
 export type * from './contracts/common.js';
 export type * from './contracts/kv.js';
 export * from './contracts/snapshots.js';

@@ -1,29 +1,11 @@
-import { StowageError } from './errors.js';
-import { escapeGlob } from './glob.js';
-import { jsonCodec } from './json.js';
-import { Lifecycle } from './lifecycle.js';
 import type { KeyValueStore } from './contracts/kv.js';
-import type {
-  SnapshotListItem,
-  SnapshotListOptions,
-  SnapshotPage,
-  SnapshotPageOptions,
-  SnapshotSaveOptions,
-  SnapshotStore,
-  VersionedSnapshot,
-  WorkflowSnapshot,
-} from './contracts/snapshots.js';
-import {
-  assertExpectedVersion,
-  assertSnapshotObject,
-  assertValidSnapshotId,
-  compareSnapshotItems,
-  isAfterCursor,
-  parseListOptions,
-  toSnapshotPage,
-} from './snapshot-support.js';
+import type { SnapshotStore, WorkflowSnapshot } from './contracts/snapshots.js';
+import { isStowageError } from './errors.js';
+import { escapeGlob } from './glob.js';
+import { SnapshotStoreBase, compareSnapshotItems, isAfterCursor, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from './adapter/snapshots.js';
+import type { Capabilities } from './capabilities.js';
 
-/** The key prefix of seeds 000/002. */
+/** The key prefix awaitly's own key-value persistence (`awaitly-postgres`, `awaitly-mongo`) uses. */
 export const DEFAULT_STATE_PREFIX = 'workflow:state:';
 
 export interface StatePersistenceOptions {
@@ -32,71 +14,74 @@ export interface StatePersistenceOptions {
 }
 
 /**
- * Turns any {@link KeyValueStore} into a snapshot store that awaitly's `durable.run` accepts
- * (seeds 000/002): each snapshot is one JSON value under `prefix + id`. Listing orders by the
- * store's own `updatedAt`, so it never depends on a client clock.
+ * Turns any {@link KeyValueStore} into a snapshot store that awaitly's `durable.run` accepts,
+ * the way `createStatePersistence` of `awaitly/persistence` does: each snapshot is one JSON
+ * value under `prefix + id`, so tables written by awaitly's own adapters read as they are.
+ * Versions are the key-value store's; listing orders by its `updatedAt`, so it never depends
+ * on a client clock.
  */
 export function createStatePersistence<TSnapshot extends object = WorkflowSnapshot>(
   kv: KeyValueStore,
   prefix: string = DEFAULT_STATE_PREFIX,
   options: StatePersistenceOptions = {},
 ): SnapshotStore<TSnapshot> {
-  if (typeof prefix !== 'string') throw new StowageError('E_INVALID_OPTION', 'prefix must be a string');
-  const lifecycle = new Lifecycle('state persistence');
-  const keyOf = (id: string) => {
-    lifecycle.assertOpen();
-    assertValidSnapshotId(id);
-    return prefix + id;
-  };
+  return new StatePersistence<TSnapshot>(kv, prefix, options.ownsStore ?? false);
+}
 
-  const listAll = async (listPrefix: string): Promise<SnapshotListItem[]> => {
-    lifecycle.assertOpen();
-    const entries = await kv.entries(`${escapeGlob(prefix + listPrefix)}*`);
-    return entries
-      .map((entry) => ({ id: entry.key.slice(prefix.length), updatedAt: entry.updatedAt.toISOString() }))
-      .sort(compareSnapshotItems);
-  };
+class StatePersistence<TSnapshot extends object> extends SnapshotStoreBase<TSnapshot> {
+  readonly #kv: KeyValueStore;
+  readonly #ownsStore: boolean;
 
-  const listPage = async (pageOptions?: SnapshotPageOptions): Promise<SnapshotPage> => {
-    const { prefix: listPrefix, limit, after } = parseListOptions(pageOptions);
-    const items = await listAll(listPrefix);
-    const start = after === null ? 0 : items.findIndex((item) => isAfterCursor(item, after));
-    return toSnapshotPage(start === -1 ? [] : items.slice(start, start + limit + 1), limit);
-  };
+  constructor(kv: KeyValueStore, prefix: string, ownsStore: boolean) {
+    super('state persistence', { prefix });
+    this.#kv = kv;
+    this.#ownsStore = ownsStore;
+  }
 
-  return {
-    get capabilities() {
-      return kv.capabilities;
-    },
-    async save(id: string, snapshot: TSnapshot, saveOptions?: SnapshotSaveOptions): Promise<void> {
-      const key = keyOf(id);
-      assertSnapshotObject(snapshot);
-      const text = jsonCodec.encode(snapshot);
-      const expected = saveOptions?.expectedVersion;
-      assertExpectedVersion(expected);
-      if (expected === undefined) await kv.set(key, text);
-      else await kv.compareAndSet(key, text, expected);
-    },
-    async load(id: string): Promise<TSnapshot | null> {
-      const text = await kv.get(keyOf(id));
-      return text === null ? null : (jsonCodec.decode(text) as TSnapshot);
-    },
-    async loadVersioned(id: string): Promise<VersionedSnapshot<TSnapshot> | null> {
-      const entry = await kv.getEntry(keyOf(id));
-      if (entry === null) return null;
-      return {
-        snapshot: jsonCodec.decode(entry.value) as TSnapshot,
-        version: entry.version,
-        updatedAt: entry.updatedAt.toISOString(),
-      };
-    },
-    async delete(id: string): Promise<void> {
-      await kv.delete(keyOf(id));
-    },
-    async list(listOptions?: SnapshotListOptions): Promise<SnapshotListItem[]> {
-      return (await listPage({ prefix: listOptions?.prefix, limit: listOptions?.limit })).items;
-    },
-    listPage,
-    close: () => lifecycle.close(async () => (options.ownsStore ? kv.close() : undefined)),
-  };
+  get capabilities(): Capabilities {
+    return this.#kv.capabilities;
+  }
+
+  protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
+    const key = this.prefix + id;
+    try {
+      if (expectedVersion === undefined) await this.#kv.set(key, document);
+      else await this.#kv.compareAndSet(key, document, expectedVersion);
+      return true;
+    } catch (error) {
+      if (isStowageError(error, 'E_VERSION_CONFLICT')) return false;
+      throw error;
+    }
+  }
+
+  protected async _load(id: string): Promise<StoredSnapshot | null> {
+    const entry = await this.#kv.getEntry(this.prefix + id);
+    return entry === null ? null : { document: entry.value, version: entry.version, updatedAt: entry.updatedAt };
+  }
+
+  protected async _delete(id: string): Promise<void> {
+    await this.#kv.delete(this.prefix + id);
+  }
+
+  protected async _list(idPrefix: string, after: SnapshotCursor | null, limit: number): Promise<StoredSnapshotItem[]> {
+    if (this.#kv.recentEntries) {
+      // A page at a time, newest first, on the store's index where it has one.
+      const entries = await this.#kv.recentEntries({
+        prefix: this.prefix + idPrefix,
+        limit,
+        ...(after && { after: { updatedAt: after.updatedAt, key: this.prefix + after.id } }),
+      });
+      return entries.map((entry) => ({ id: entry.key.slice(this.prefix.length), updatedAt: entry.updatedAt }));
+    }
+    const entries = await this.#kv.entries(`${escapeGlob(this.prefix + idPrefix)}*`);
+    const items = entries.map((entry) => ({ id: entry.key.slice(this.prefix.length), updatedAt: entry.updatedAt }));
+    return items
+      .filter((item) => after === null || isAfterCursor(item, after))
+      .sort(compareSnapshotItems)
+      .slice(0, limit);
+  }
+
+  protected override async _close(): Promise<void> {
+    if (this.#ownsStore) await this.#kv.close();
+  }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ManualClock, MeasuredClock, hasCapability } from '../src/index.js';
+import { MeasuredClock } from '../src/adapter/index.js';
+import { ManualClock, hasCapability } from '../src/index.js';
 
 describe('MeasuredClock', () => {
   it('estimates the server clock as local time plus the offset at the middle of the round trip', async () => {

@@ -1,18 +1,9 @@
 import { describe, expect, test } from 'vitest';
-import { defineProcess, exponentialBackoff, StowageError, type ProcessDefinitionInput } from '../src/index.js';
-import { adapterHasProcessFactory, describeProcess } from '../src/conformance/index.js';
-import { MemoryKeyValueStore, MemoryProcessBackend, createMemoryStorage } from '../src/memory/index.js';
+import { bindProcess, defineProcess, exponentialBackoff, StowageError, type KeyValueStore, type ProcessDefinitionInput, type ProcessEvent } from '../src/index.js';
+import { createMemoryStorage, MemoryKeyValueStore, MemoryProcessBackend } from '../src/memory/index.js';
 
-describeProcess({
-  name: 'memory',
-  createContext() {
-    const storage = createMemoryStorage();
-    return {
-      process: async () => new MemoryProcessBackend({ storage }),
-      kv: async () => new MemoryKeyValueStore({ storage }),
-    };
-  },
-});
+// The ProcessBackend conformance cases (backend and engine) run on the memory adapter in
+// memory-conformance.test.ts, with every other contract.
 
 describe('defineProcess', () => {
   const valid = {
@@ -78,13 +69,43 @@ describe('exponentialBackoff', () => {
   });
 });
 
-describe('describeConformance includes the process cases', () => {
-  const backend = async () => new MemoryProcessBackend();
-  test('for an adapter whose context has a process() factory', () => {
-    expect(adapterHasProcessFactory({ name: 'with', createContext: () => ({ process: backend }) })).toBe(true);
-  });
-  test('not for one without, nor for an async createContext (call describeProcess for those)', () => {
-    expect(adapterHasProcessFactory({ name: 'without', createContext: () => ({}) })).toBe(false);
-    expect(adapterHasProcessFactory({ name: 'async', createContext: async () => ({ process: backend }) })).toBe(false);
+describe('workers', () => {
+  test('a cursor save applied without its answer (a lost connection, a failover) is not reported as another process', async () => {
+    const storage = createMemoryStorage();
+    const cursors = new MemoryKeyValueStore({ storage });
+    // The first cursor save is applied, and its answer lost: the worker sees E_UNAVAILABLE.
+    let answerLost = false;
+    const lossy = new Proxy(cursors, {
+      get(target, property) {
+        if (property !== 'compareAndSet') {
+          const value = Reflect.get(target, property) as unknown;
+          return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+        }
+        return async (...args: Parameters<KeyValueStore['compareAndSet']>) => {
+          const version = await target.compareAndSet(...args);
+          if (answerLost) return version;
+          answerLost = true;
+          throw new StowageError('E_UNAVAILABLE', 'connection terminated before the answer');
+        };
+      },
+    });
+    const machine = bindProcess(
+      new MemoryProcessBackend({ storage }),
+      defineProcess({ name: 'lossy', initial: 'a', states: { a: { handler: async () => 'done' as const } }, terminal: ['done', 'failed'] }),
+    );
+    const events: ProcessEvent[] = [];
+    const worker = machine.worker({ name: 'w', cursors: lossy, cursorInterval: 10, pollInterval: 10, onEvent: (event) => events.push(event) });
+    await worker.start();
+    const saves = () => events.filter((event) => event.type === 'cursor-saved').length;
+    // Two items, each moving the cursor; the second save conflicts with the first, lost answer.
+    for (const id of ['one', 'two']) {
+      const before = saves();
+      await machine.start(id, {});
+      while ((await machine.get(id))?.state !== 'done' || saves() === before) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    await worker.stop();
+    expect(answerLost).toBe(true);
+    const misreported = events.filter((event) => event.type === 'error' && event.during.includes('another process'));
+    expect(misreported).toEqual([]);
   });
 });

@@ -1,28 +1,13 @@
-import { StowageError, describeType } from '@stowage/core';
-import { MongoClient, type Db, type MongoClientOptions } from 'mongodb';
+import { StowageError, type Capabilities } from '@stowage/core';
+import { sleep } from '@stowage/core/adapter';
+import { MongoClient, type ClientSession, type Collection, type Db, type Document, type WriteConcernSettings } from 'mongodb';
+import { adoptRegistered } from './adopt.js';
+import type { MongoDialect, MongoDialectName } from './dialects/dialect.js';
+import { dialectFor, serverFeatures, type ServerFeatures } from './dialects/detect.js';
+import type { MongoSettings } from './options.js';
+import { collectionSpec, ensureCollection, inspectCollection, type MongoCollectionKind } from './schema.js';
 
-/** Where a store finds its database. Give one of `url`/`connectionString`, `client`/`existingClient` or `existingDb`. */
-export interface MongoConnectionOptions {
-  /** A MongoDB connection string (`mongodb://…` or `mongodb+srv://…`); stowage opens and closes its own client. */
-  url?: string;
-  /** Alias of `url` (the name seed 000 uses). */
-  connectionString?: string;
-  /**
-   * The database. Default: the one named in the connection string (or the client's default),
-   * else `test`, the driver's default. Must match `existingDb` when both are given.
-   */
-  database?: string;
-  /** A `MongoClient` you own; stowage uses it and never closes it. */
-  client?: MongoClient;
-  /** Alias of `client` (the name seed 000 uses). */
-  existingClient?: MongoClient;
-  /** A `Db` you own; stowage uses it (and its client) and never closes them. */
-  existingDb?: Db;
-  /** Options for the client stowage creates from `url` (pool size, timeouts, TLS…). `directConnection` is never forced. */
-  clientOptions?: MongoClientOptions;
-}
-
-/** The client and database one store (or a family of stores made together) works with. */
+/** The client and database a store works with. */
 export class MongoConnection {
   readonly client: MongoClient;
   readonly db: Db;
@@ -43,88 +28,176 @@ export class MongoConnection {
   }
 }
 
-/** Opens (without connecting yet: the driver connects on first use) the connection the options describe. */
-export function openConnection(options: MongoConnectionOptions): MongoConnection {
-  if (options === null || typeof options !== 'object') {
-    throw new StowageError('E_INVALID_OPTION', `options must be an object, got ${describeType(options)}`);
-  }
-  const database = options.database;
-  if (database !== undefined) assertValidDatabaseName(database);
-
-  if (options.existingDb !== undefined) {
-    const db = options.existingDb;
-    if (db === null || typeof db !== 'object' || typeof db.collection !== 'function' || typeof db.databaseName !== 'string') {
-      throw new StowageError('E_INVALID_OPTION', 'existingDb must be a Db from the mongodb driver');
-    }
-    if (database !== undefined && database !== db.databaseName) {
-      throw new StowageError('E_INVALID_OPTION', `database "${database}" does not match existingDb "${db.databaseName}"`);
-    }
-    return new MongoConnection(db.client, db, false);
-  }
-
-  const client = options.client ?? options.existingClient;
-  if (client !== undefined) {
-    if (client === null || typeof client !== 'object' || typeof client.db !== 'function') {
-      throw new StowageError('E_INVALID_OPTION', 'client must be a MongoClient from the mongodb driver');
-    }
-    return new MongoConnection(client, client.db(database), false);
-  }
-
-  const url = options.url ?? options.connectionString;
-  if (typeof url !== 'string' || !/^mongodb(\+srv)?:\/\//.test(url)) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      'give a MongoDB connection string as url (or connectionString), a client (existingClient) or an existingDb',
-    );
-  }
-  const clientOptions = options.clientOptions ?? {};
-  if (clientOptions === null || typeof clientOptions !== 'object') {
-    throw new StowageError('E_INVALID_OPTION', 'clientOptions must be an object');
-  }
-  let owned: MongoClient;
+/** The connection the settings describe (the driver connects on first use). */
+export function openConnection({ source, database }: Pick<MongoSettings, 'source' | 'database'>): MongoConnection {
+  if ('db' in source) return new MongoConnection(source.db.client, source.db, false);
+  if ('client' in source) return new MongoConnection(source.client, source.client.db(database), false);
+  let client: MongoClient;
   try {
-    owned = new MongoClient(url, clientOptions);
+    client = new MongoClient(source.url, source.clientOptions);
   } catch (error) {
-    throw new StowageError('E_INVALID_OPTION', `invalid MongoDB connection string or client options: ${(error as Error).message}`, {
-      cause: error,
+    // Not kept as the cause: a parse error can carry the connection string, password included.
+    const message = redactPassword(error instanceof Error ? error.message : String(error), source.url);
+    throw new StowageError('E_INVALID_OPTION', `invalid MongoDB connection string or client options: ${message}`);
+  }
+  return new MongoConnection(client, client.db(database), true);
+}
+
+/** `text` without the password of `url` (as written and percent-decoded). */
+export function redactPassword(text: string, url: string): string {
+  const password = /^mongodb(?:\+srv)?:\/\/[^:@/]*:([^@/]*)@/.exec(url)?.[1];
+  if (!password) return text;
+  let decoded = password;
+  try {
+    decoded = decodeURIComponent(password);
+  } catch {
+    // a malformed escape: only the text as written can appear
+  }
+  return text.replaceAll(password, '***').replaceAll(decoded, '***');
+}
+
+/** One collection of a store. */
+export interface StoreCollection {
+  kind: MongoCollectionKind;
+  name: string;
+  /** Write concern of every write to it (locks: majority). Default: the client's. */
+  writeConcern?: WriteConcernSettings;
+  /** Set up (and used) only on servers for which this says so. Default: always. */
+  neededOn?: (features: ServerFeatures) => boolean;
+}
+
+/** A store once connected: the server's features, its dialect and the store's collections. */
+export interface Ready {
+  readonly features: ServerFeatures;
+  /** The database (for commands that are not about one collection). */
+  readonly db: Db;
+  readonly dialect: MongoDialect;
+  collection<TDocument extends Document>(kind: MongoCollectionKind): Collection<TDocument>;
+}
+
+/** What a store reports before it knows its server: the guarantees that hold everywhere. */
+const BEFORE_CONNECT = { serverClock: false, ttlIndex: false, changeFeed: false, wakeups: false, transactions: false, crossProcess: true };
+
+/**
+ * The MongoDB side of one store, whatever its contract: the connection (closed only if
+ * stowage opened it), the one-time start-up (feature detection and the schema of the store's
+ * collections, run by the first call or `connect()`, tried again after a failure) and the
+ * ready state. Each store holds one in a private field: it reaches the client, whose options
+ * hold the password of the connection string.
+ *
+ * The kit's `StoreBase` refuses calls after `close()` and waits for the calls in flight before
+ * the store's `_close()` calls {@link close}, so nothing here checks state.
+ */
+export class StoreConnection {
+  readonly #connection: MongoConnection;
+  readonly #collections: readonly StoreCollection[];
+  readonly #settings: Pick<MongoSettings, 'autoCreate' | 'dialect'>;
+  #starting: Promise<Ready> | undefined;
+  #ready: Ready | undefined;
+  #ttlIndex = false;
+
+  constructor(settings: MongoSettings, collections: readonly StoreCollection[]) {
+    for (const { kind, name } of collections) collectionSpec(kind, name); // validates the names
+    this.#collections = collections;
+    this.#settings = { autoCreate: settings.autoCreate, dialect: settings.dialect };
+    this.#connection = openConnection(settings);
+  }
+
+  /** The dialect, once connected. */
+  get dialect(): MongoDialectName | undefined {
+    return this.#ready?.features.dialect;
+  }
+
+  /** Connects, detects the server's features and creates the collections (once); the ready state. */
+  ready(): Promise<Ready> {
+    if (this.#ready) return Promise.resolve(this.#ready);
+    this.#starting ??= this.#start().catch((error: unknown) => {
+      this.#starting = undefined; // a failed start (e.g. server down) is tried again by the next call
+      throw error;
     });
+    return this.#starting;
   }
-  return new MongoConnection(owned, owned.db(database), true);
-}
 
-const FORBIDDEN_IN_DATABASE_NAMES = /[/\\. "$*<>:|?]/;
-
-/** MongoDB's rules for database names (the stricter Windows set, so a name works everywhere). */
-export function assertValidDatabaseName(name: unknown): asserts name is string {
-  if (
-    typeof name !== 'string' ||
-    name.length === 0 ||
-    Buffer.byteLength(name) > 63 ||
-    FORBIDDEN_IN_DATABASE_NAMES.test(name) ||
-    name.includes('\u0000')
-  ) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      `database must be a name of 1 to 63 bytes without / \\ . " $ * < > : | ? spaces or NUL, got ${typeof name === 'string' ? JSON.stringify(name) : describeType(name)}`,
-    );
+  /**
+   * What the store can do on its server (conservative until connected). `fencing`: the store
+   * hands out fencing tokens; `wakeups`: its waits are woken by change streams where there are some.
+   */
+  capabilities({ fencing = true, wakeups = false }: { fencing?: boolean; wakeups?: boolean } = {}): Capabilities {
+    const features = this.#ready?.features;
+    if (!features) return { ...BEFORE_CONNECT, fencing };
+    return {
+      serverClock: features.serverClock,
+      fencing,
+      ttlIndex: this.#ttlIndex,
+      changeFeed: features.changeStreams,
+      wakeups: wakeups && features.changeStreams,
+      transactions: features.transactions,
+      crossProcess: true,
+      atomicUpdates: features.atomicUpdates,
+    };
   }
-}
 
-/** MongoDB's rules for collection names: no `$`, no NUL, not `system.*`, and short enough for a namespace. */
-export function assertValidCollectionName(name: unknown, what = 'collection'): asserts name is string {
-  if (
-    typeof name !== 'string' ||
-    name.length === 0 ||
-    Buffer.byteLength(name) > 120 ||
-    name.includes('$') ||
-    name.includes('\u0000') ||
-    name.startsWith('system.') ||
-    name.startsWith('.') ||
-    name.endsWith('.')
-  ) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      `${what} must be a collection name of 1 to 120 bytes without "$" or NUL, not starting with "system.", got ${typeof name === 'string' ? JSON.stringify(name) : describeType(name)}`,
-    );
+  /**
+   * Runs `operation` (several documents' writes) all or nothing: in a transaction where the
+   * server has them (replica sets, sharded clusters), retried by the driver on transient
+   * conflicts; elsewhere as it is. A commit refused with WriteConflict (112) without the
+   * TransientTransactionError label the driver retries on (jongodb answers so; MongoDB labels
+   * its conflicts) is tried again here, a few times: nothing of it was applied.
+   */
+  async atomically<T>(operation: (session?: ClientSession) => Promise<T>): Promise<T> {
+    const ready = await this.ready();
+    if (!ready.features.transactions) return operation();
+    for (let attempt = 1; ; attempt++) {
+      const session = this.#connection.client.startSession();
+      try {
+        let result: T | undefined;
+        await session.withTransaction(async () => {
+          result = await operation(session);
+        });
+        return result as T;
+      } catch (error) {
+        if ((error as { code?: unknown }).code !== 112 || attempt >= 5) throw error;
+      } finally {
+        await session.endSession();
+      }
+      await sleep(Math.random() * 10 * attempt);
+    }
+  }
+
+  /** Closes the client if stowage created it. */
+  close(): Promise<void> {
+    return this.#connection.close();
+  }
+
+  async #start(): Promise<Ready> {
+    const { db } = this.#connection;
+    const { autoCreate, dialect } = this.#settings;
+    // Documents of go-go-scope's own adapters are rewritten first (goGoScopePersistence registers
+    // that, see adopt.ts): the schema set-up below would refuse their indexes.
+    if (autoCreate) await Promise.all(this.#collections.map((collection) => adoptRegistered(db, collection.name)));
+    const setUp = (collection: StoreCollection) => {
+      const spec = collectionSpec(collection.kind, collection.name);
+      return autoCreate ? ensureCollection(db, spec) : inspectCollection(db, spec);
+    };
+    const always = this.#collections.filter((collection) => collection.neededOn === undefined);
+    const [features, ...schemas] = await Promise.all([serverFeatures(db, this.#collections[0]!.name, dialect), ...always.map(setUp)]);
+    const later = this.#collections.filter((collection) => collection.neededOn?.(features));
+    schemas.push(...(await Promise.all(later.map(setUp))));
+    const collections = new Map<MongoCollectionKind, Collection<Document>>();
+    for (const { kind, name, writeConcern } of [...always, ...later]) {
+      collections.set(kind, db.collection(name, { readPreference: 'primary', ...(writeConcern && { writeConcern }) }));
+    }
+    this.#ttlIndex = features.ttlMonitor && schemas.some((schema) => schema.ttlIndex);
+    this.#ready = {
+      features,
+      db,
+      dialect: dialectFor(features),
+      collection: <TDocument extends Document>(kind: MongoCollectionKind) => {
+        const collection = collections.get(kind);
+        if (!collection) throw new Error(`stowage: no ${kind} collection on this server`);
+        return collection as unknown as Collection<TDocument>;
+      },
+    };
+    return this.#ready;
   }
 }

@@ -1,4 +1,4 @@
-export { MongoKeyValueStore, type KeyValueDocument, type MongoKeyValueStoreOptions } from './kv.js';
+export { MongoKeyValueStore, type MongoKeyValueStoreOptions } from './stores/kv.js';
 export {
   MongoSnapshotStore,
   MongoLockingSnapshotStore,
@@ -6,17 +6,25 @@ export {
   type MongoSnapshotOptions,
   type MongoSnapshotStoreOptions,
   type MongoWorkflowLockOptions,
-  type SnapshotDocument,
-} from './snapshots.js';
-export { MongoLockProvider, type LockDocument, type MongoLockProviderOptions } from './locks.js';
-export { MongoCacheProvider, type MongoCacheProviderOptions } from './cache.js';
-export { MongoCircuitBreakerStore, type CircuitDocument, type MongoCircuitBreakerStoreOptions } from './circuit-breaker.js';
-export { MongoCheckpointStore, type CheckpointDocument, type MongoCheckpointStoreOptions } from './checkpoints.js';
-export { MongoIdempotencyStore, type IdempotencyDocument, type MongoIdempotencyStoreOptions } from './idempotency.js';
-export { createMongoPersistence, type MongoPersistenceOptions } from './persistence.js';
-export { MongoConnection, type MongoConnectionOptions } from './connection.js';
-export type { MongoStoreOptions } from './resource.js';
-export type { MongoDialect, MongoDialectOption } from './server-features.js';
+} from './stores/snapshots.js';
+export { MongoLockProvider, type MongoLockProviderOptions } from './stores/locks.js';
+export { MongoCacheProvider, type MongoCacheProviderOptions } from './stores/cache.js';
+export { MongoCircuitBreakerStore, type MongoCircuitBreakerStoreOptions } from './stores/circuit-breaker.js';
+export { MongoCheckpointStore, type MongoCheckpointStoreOptions } from './stores/checkpoints.js';
+export { MongoIdempotencyStore, type MongoIdempotencyStoreOptions } from './stores/idempotency.js';
+export { createMongoPersistence, type MongoPersistenceOptions } from './stores/persistence.js';
+export type {
+  CacheDocument,
+  CheckpointDocument,
+  CircuitDocument,
+  IdempotencyDocument,
+  KeyValueDocument,
+  LockDocument,
+  SnapshotDocument,
+} from './documents.js';
+export { MongoConnection } from './connection.js';
+export type { MongoConnectionOptions, MongoStoreOptions } from './options.js';
+export type { MongoDialect, MongoDialectName, MongoDialectOption } from './dialects/dialect.js';
 export {
   DEFAULT_COLLECTIONS,
   collectionSpec,
@@ -25,4 +33,12 @@ export {
   type MongoCollectionSpec,
   type MongoIndexSpec,
 } from './schema.js';
-export { createMongoProcessBackend, MongoProcessBackend, processIndexSpec, DEFAULT_PROCESS_COLLECTION, type MongoProcessBackendOptions, type ProcessVersionDocument, type ClaimTicketDocument } from './state-machine.js';
+export {
+  DEFAULT_PROCESS_COLLECTION,
+  MongoProcessBackend,
+  createMongoProcessBackend,
+  processIndexSpec,
+  type MongoProcessBackendOptions,
+} from './process/backend.js';
+export type { ClaimTicketDocument, ProcessVersionDocument } from './process/documents.js';
+export { goGoScopePersistence, type MongoGoGoScopeOptions } from './go-go-scope.js';

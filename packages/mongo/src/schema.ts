@@ -1,5 +1,6 @@
-import type { Db, Document, IndexDescription } from 'mongodb';
-import { assertValidCollectionName } from './connection.js';
+import { StowageError } from '@stowage/core';
+import { describeType } from '@stowage/core/adapter';
+import type { Db, Document, IndexDescription, MongoClient } from 'mongodb';
 import { isUnsupportedError } from './errors.js';
 
 /** The kinds of collection stowage keeps. */
@@ -11,7 +12,9 @@ export type MongoCollectionKind =
   | 'cache'
   | 'circuitBreaker'
   | 'checkpoints'
-  | 'idempotency';
+  | 'idempotency'
+  | 'process'
+  | 'processClaims';
 
 /** Collection names used when none is given. */
 export const DEFAULT_COLLECTIONS: Readonly<Record<MongoCollectionKind, string>> = Object.freeze({
@@ -23,6 +26,8 @@ export const DEFAULT_COLLECTIONS: Readonly<Record<MongoCollectionKind, string>> 
   circuitBreaker: 'stowage_circuit',
   checkpoints: 'stowage_checkpoints',
   idempotency: 'stowage_idempotency',
+  process: 'stowage_process',
+  processClaims: 'stowage_process_claims',
 });
 
 export interface MongoIndexSpec {
@@ -45,13 +50,14 @@ const TTL_INDEX: MongoIndexSpec = { key: { expiresAt: 1 }, name: 'expiresAt_ttl'
 /**
  * Lock collections get no TTL index on purpose: a lock document carries the key's fencing
  * counter, and a TTL deletion would reset it. Released and expired leases stay as small
- * documents (one per key ever locked) whose fence keeps counting.
+ * documents (one per key ever locked) whose fence keeps counting. Snapshot collections get one
+ * for the markers deleted snapshots leave (see the README, "Versions").
  */
 const INDEXES: Readonly<Record<MongoCollectionKind, MongoIndexSpec[]>> = {
   kv: [TTL_INDEX],
   cache: [TTL_INDEX],
   idempotency: [TTL_INDEX],
-  snapshots: [{ key: { updatedAt: -1, _id: 1 }, name: 'updatedAt_-1__id_1' }],
+  snapshots: [{ key: { ns: 1, updatedAt: -1, _id: 1 }, name: 'ns_1_updatedAt_-1__id_1' }, TTL_INDEX],
   workflowLocks: [],
   locks: [],
   circuitBreaker: [],
@@ -59,20 +65,53 @@ const INDEXES: Readonly<Record<MongoCollectionKind, MongoIndexSpec[]>> = {
     { key: { taskId: 1, sequence: 1 }, name: 'taskId_1_sequence_1', unique: true },
     { key: { taskId: 1 }, name: 'taskId_1' },
   ],
+  process: [
+    { key: { process: 1, itemId: 1, version: 1 }, name: 'process_1_itemId_1_version_1', unique: true },
+    { key: { process: 1, current: 1, state: 1, leaseUntil: 1, at: 1 }, name: 'process_1_current_1_state_1_leaseUntil_1_at_1' },
+    { key: { process: 1, current: 1, itemId: 1 }, name: 'process_1_current_1_itemId_1' },
+  ],
+  processClaims: [{ key: { of: 1, previous: 1, generation: -1 }, name: 'of_1_previous_1_generation_-1' }],
 };
 
-/** The collection and indexes of one store. */
+/** The collection and indexes of one kind of collection. */
 export function collectionSpec(kind: MongoCollectionKind, collection: string = DEFAULT_COLLECTIONS[kind]): MongoCollectionSpec {
   assertValidCollectionName(collection);
   return { kind, collection, indexes: INDEXES[kind].map((index) => ({ ...index, key: { ...index.key } })) };
 }
 
+/** The claim-ticket collection of a process collection: `<process collection>_claims`. */
+export function processClaimsCollection(processCollection: string): string {
+  return `${processCollection}_claims`;
+}
+
 /**
- * Every collection and index stowage creates, for users who create them with their own
- * migrations (and pass `autoCreate: false`). Pass the collection names you configured.
+ * Every collection and index stowage can create, for users who create them with their own
+ * migrations (and pass `autoCreate: false`). Pass the collection names you configured; the
+ * process claims collection follows the process collection unless named.
  */
 export function indexSpecs(collections: Partial<Record<MongoCollectionKind, string>> = {}): MongoCollectionSpec[] {
-  return (Object.keys(DEFAULT_COLLECTIONS) as MongoCollectionKind[]).map((kind) => collectionSpec(kind, collections[kind]));
+  const names = { ...collections };
+  names.processClaims ??= processClaimsCollection(names.process ?? DEFAULT_COLLECTIONS.process);
+  return (Object.keys(DEFAULT_COLLECTIONS) as MongoCollectionKind[]).map((kind) => collectionSpec(kind, names[kind]));
+}
+
+/** MongoDB's rules for collection names: no `$`, no NUL, not `system.*`, and short enough for a namespace. */
+export function assertValidCollectionName(name: unknown, what = 'collection'): asserts name is string {
+  if (
+    typeof name !== 'string' ||
+    name.length === 0 ||
+    Buffer.byteLength(name) > 120 ||
+    name.includes('$') ||
+    name.includes('\u0000') ||
+    name.startsWith('system.') ||
+    name.startsWith('.') ||
+    name.endsWith('.')
+  ) {
+    throw new StowageError(
+      'E_INVALID_OPTION',
+      `${what} must be a collection name of 1 to 120 bytes without "$" or NUL, not starting with "system.", got ${typeof name === 'string' ? JSON.stringify(name) : describeType(name)}`,
+    );
+  }
 }
 
 export interface SchemaState {
@@ -80,63 +119,158 @@ export interface SchemaState {
   ttlIndex: boolean;
 }
 
-/** Collections already set up by this process, per cluster, database and collection. */
-const ensured = new Map<string, Promise<SchemaState>>();
+/** Collections already set up, per client (a cluster reached through it), database, collection and kind. */
+const ensured = new WeakMap<MongoClient, Map<string, Promise<SchemaState>>>();
 
 /**
- * Creates the collection and its indexes once per process. Safe when many processes start at
- * once: "already exists" answers are success, and an index the server refuses to build as a
- * TTL index (some MongoDB-compatible servers) is built as a plain index and reported as
- * `ttlIndex: false` (reads filter on expiry, and `clearExpired()` removes expired documents).
+ * Creates the collection and its indexes once per client. Keyed by the client object, not by
+ * its hosts: a `mongodb+srv://` client knows its hosts only after the SRV lookup, so every
+ * Atlas cluster would share one key. Safe when many processes start at once: "already exists"
+ * answers are success. An index the server refuses to build as a TTL index (some
+ * MongoDB-compatible servers) is built as a plain index and reported as `ttlIndex: false`
+ * (reads filter on expiry, and `clearExpired()` removes expired documents).
+ *
+ * Refuses (`E_INVALID_OPTION`) a collection stowage cannot keep its promises in: one with a
+ * default collation other than `simple` (distinct keys could compare equal), and a lock
+ * collection with a TTL index (a TTL deletion would reset a key's fence).
  */
 export function ensureCollection(db: Db, spec: MongoCollectionSpec): Promise<SchemaState> {
-  const key = `${clusterKey(db)}\u0000${db.databaseName}\u0000${spec.collection}\u0000${spec.kind}`;
-  let state = ensured.get(key);
+  let byCollection = ensured.get(db.client);
+  if (!byCollection) ensured.set(db.client, (byCollection = new Map()));
+  const key = `${db.databaseName}\u0000${spec.collection}\u0000${spec.kind}`;
+  let state = byCollection.get(key);
   if (!state) {
     state = createCollection(db, spec);
-    ensured.set(key, state);
-    state.catch(() => ensured.delete(key));
+    byCollection.set(key, state);
+    state.catch(() => byCollection.delete(key));
   }
   return state;
 }
 
-/** With `autoCreate: false`: reads the existing indexes to report whether a TTL index is there. */
+/**
+ * With `autoCreate: false`: creates nothing, refuses what {@link ensureCollection} refuses, and
+ * reads the existing indexes to report whether a TTL index is there.
+ */
 export async function inspectCollection(db: Db, spec: MongoCollectionSpec): Promise<SchemaState> {
-  if (!spec.indexes.some((index) => index.expireAfterSeconds !== undefined)) return { ttlIndex: false };
-  try {
-    const indexes = await db.collection(spec.collection).listIndexes().toArray();
-    return { ttlIndex: indexes.some(isTtlIndexOnExpiresAt) };
-  } catch (error) {
-    if ((error as { code?: unknown }).code === 26) return { ttlIndex: false }; // NamespaceNotFound
-    throw error;
-  }
+  await collectionInfo(db, spec);
+  const indexes = await existingIndexes(db, spec.collection);
+  assertNoTtlOnLocks(spec, indexes);
+  return { ttlIndex: wantsTtl(spec) && indexes.some(isTtlIndexOnExpiresAt) };
 }
 
 async function createCollection(db: Db, spec: MongoCollectionSpec): Promise<SchemaState> {
-  await ignoreCodes(db.createCollection(spec.collection), [48]); // NamespaceExists: another process won
+  const info = await collectionInfo(db, spec);
+  // Created only when the list says it is missing (or the server cannot list): a role without
+  // the createCollection privilege works on a collection that exists.
+  if (info === null || info === undefined) await ignoreCodes(db.createCollection(spec.collection), [48, ...NOT_IMPLEMENTED]); // 48: another process won
   const collection = db.collection(spec.collection);
   // One index per command: simple to retry, and some MongoDB-compatible servers mishandle a
   // createIndexes listing several indexes that already exist.
   for (const index of spec.indexes.filter((candidate) => candidate.expireAfterSeconds === undefined)) {
     await withRetries(() => collection.createIndexes([toIndexDescription(index)]));
   }
-
-  const ttl = spec.indexes.find((index) => index.expireAfterSeconds !== undefined);
-  if (!ttl) return { ttlIndex: false };
-  try {
-    await withRetries(() => collection.createIndexes([toIndexDescription(ttl)]));
-    return { ttlIndex: true };
-  } catch (error) {
-    if (!isUnsupportedError(error)) throw error;
-    const existing = await collection.listIndexes().toArray();
-    // An index on expiresAt with another name (e.g. made by hand) is fine as long as it is TTL.
-    if (existing.some(isTtlIndexOnExpiresAt)) return { ttlIndex: true };
-    if (!existing.some((index) => isOnExpiresAt(index))) {
-      await withRetries(() => collection.createIndexes([{ key: { expiresAt: 1 }, name: 'expiresAt_1' }]));
-    }
+  if (!wantsTtl(spec)) {
+    if (isLockKind(spec.kind)) assertNoTtlOnLocks(spec, await existingIndexes(db, spec.collection));
     return { ttlIndex: false };
   }
+  return { ttlIndex: await ensureTtlIndex(db, spec) };
 }
+
+/**
+ * The TTL index on `expiresAt`. An index on `expiresAt` made by hand is fine if it is a TTL
+ * index, whatever its name; a plain one (IndexOptionsConflict) is converted with `collMod`
+ * (MongoDB >= 5.1), or kept as the plain index `clearExpired()` uses where the server cannot.
+ */
+async function ensureTtlIndex(db: Db, spec: MongoCollectionSpec): Promise<boolean> {
+  const collection = db.collection(spec.collection);
+  const ttl = spec.indexes.find((index) => index.expireAfterSeconds !== undefined)!;
+  try {
+    await withRetries(() => collection.createIndexes([toIndexDescription(ttl)]));
+    return true;
+  } catch (error) {
+    const code = (error as { code?: unknown }).code;
+    if (code !== 85 && code !== 86 && !isUnsupportedError(error)) throw error; // 85/86: IndexOptionsConflict / IndexKeySpecsConflict
+  }
+  const existing = await collection.listIndexes().toArray();
+  if (existing.some(isTtlIndexOnExpiresAt)) return true;
+  const plain = existing.find(isOnExpiresAt);
+  if (!plain) {
+    await withRetries(() => collection.createIndexes([{ key: { expiresAt: 1 }, name: 'expiresAt_1' }]));
+    return false;
+  }
+  try {
+    await db.command({ collMod: spec.collection, index: { name: plain.name as string, expireAfterSeconds: 0 } });
+    return true;
+  } catch (error) {
+    if (isUnsupportedError(error)) return false;
+    throw new StowageError(
+      'E_INVALID_OPTION',
+      `collection "${spec.collection}" has a plain index "${String(plain.name)}" on { expiresAt: 1 }, and stowage could not make it a TTL index: ` +
+        `run db.runCommand({ collMod: "${spec.collection}", index: { name: "${String(plain.name)}", expireAfterSeconds: 0 } }) or drop it`,
+      { cause: error },
+    );
+  }
+}
+
+/** Commands a server may not have at all (jongodb has no `create`, `listCollections` or `collMod`). */
+const NOT_IMPLEMENTED = [59, 115, 238];
+
+/**
+ * The collection's `listCollections` entry: `null` when there is none, `undefined` when the
+ * server cannot list collections. Refuses a default collation other than `simple`.
+ */
+async function collectionInfo(db: Db, spec: MongoCollectionSpec): Promise<Document | null | undefined> {
+  let info: Document | null;
+  try {
+    info = (await db.listCollections({ name: spec.collection }, { authorizedCollections: true }).toArray())[0] ?? null;
+  } catch (error) {
+    if (NOT_IMPLEMENTED.includes((error as { code?: unknown }).code as number)) return undefined;
+    throw error;
+  }
+  assertSimpleCollation(spec.collection, info);
+  return info;
+}
+
+/**
+ * `E_INVALID_OPTION` for a collection whose default collation is not `simple` (binary): under
+ * a case- or accent-insensitive collation, `_id: "A"` and `_id: "a"` are one key, so distinct
+ * keys would overwrite each other and ranges would list the wrong keys.
+ */
+export function assertSimpleCollation(collection: string, info: Document | null | undefined): void {
+  const collation = (info?.options as Document | undefined)?.collation as Document | undefined;
+  if (collation !== undefined && collation !== null && collation.locale !== 'simple') {
+    throw new StowageError(
+      'E_INVALID_OPTION',
+      `collection "${collection}" has the default collation ${JSON.stringify(collation)}; stowage needs the simple (binary) collation, ` +
+        'where distinct keys never compare equal: use another collection',
+    );
+  }
+}
+
+/** `E_INVALID_OPTION` for a lock collection with a TTL index: deleting a lock document would reset its fence. */
+function assertNoTtlOnLocks(spec: MongoCollectionSpec, indexes: Document[]): void {
+  if (!isLockKind(spec.kind)) return;
+  const ttl = indexes.find((index) => typeof index.expireAfterSeconds === 'number');
+  if (ttl) {
+    throw new StowageError(
+      'E_INVALID_OPTION',
+      `lock collection "${spec.collection}" has the TTL index "${String(ttl.name)}": a TTL deletion of a lock document would reset its fencing counter, ` +
+        'so fences could go back. Drop that index, or use another collection for locks',
+    );
+  }
+}
+
+async function existingIndexes(db: Db, collection: string): Promise<Document[]> {
+  try {
+    return await db.collection(collection).listIndexes().toArray();
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 26) return []; // NamespaceNotFound
+    throw error;
+  }
+}
+
+const isLockKind = (kind: MongoCollectionKind) => kind === 'locks' || kind === 'workflowLocks';
+const wantsTtl = (spec: MongoCollectionSpec) => spec.indexes.some((index) => index.expireAfterSeconds !== undefined);
 
 function toIndexDescription(index: MongoIndexSpec): IndexDescription {
   return { ...index, key: { ...index.key } };
@@ -177,9 +311,4 @@ async function withRetries(operation: () => Promise<unknown>): Promise<void> {
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
     }
   }
-}
-
-function clusterKey(db: Db): string {
-  const hosts = (db.client as { options?: { hosts?: unknown[] } }).options?.hosts;
-  return Array.isArray(hosts) ? hosts.map(String).sort().join(',') : 'unknown';
 }

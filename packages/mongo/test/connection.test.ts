@@ -1,21 +1,26 @@
+import { inspect } from 'node:util';
 import { MongoClient } from 'mongodb';
-import { afterAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
+import { openConnection } from '../src/connection.js';
 import {
   MongoCacheProvider,
+  MongoCheckpointStore,
+  MongoCircuitBreakerStore,
+  MongoIdempotencyStore,
   MongoKeyValueStore,
   MongoLockProvider,
+  MongoProcessBackend,
   createMongoPersistence,
   mongo,
 } from '../src/index.js';
+import { parseStoreOptions } from '../src/options.js';
 import { eventually, openSockets, storeOptions } from './helpers.js';
 import { uniqueName } from './mongo-adapter.js';
-import { openTestServer } from './server.js';
+import { describeEachServer, openTestServers } from './server.js';
 
-const server = await openTestServer('stowage_connection');
-afterAll(() => server?.close());
+const servers = await openTestServers('stowage_connection');
 
-describe.skipIf(server === null)('connections', () => {
-  const s = server!;
+describeEachServer(servers, 'connections', (s) => {
 
   it('a client passed in (client, existingClient, existingDb) is still usable after close()', async () => {
     const client = new MongoClient(s.url);
@@ -100,11 +105,66 @@ describe.skipIf(server === null)('connections', () => {
   });
 
   it('multi-host connection strings are passed through: directConnection is never forced', async () => {
-    const kv = new MongoKeyValueStore({ url: 'mongodb://127.0.0.1:9,127.0.0.1:10/?replicaSet=rs0', database: 'x' });
-    const { client } = (kv as unknown as { connection: { client: MongoClient } }).connection;
+    // The client every store opens from its options (stores keep it private).
+    const { client } = openConnection(parseStoreOptions({ url: 'mongodb://127.0.0.1:9,127.0.0.1:10/?replicaSet=rs0', database: 'x' }, 'kv', 'test'));
     expect(client.options.directConnection).toBe(false);
     expect(client.options.hosts.map(String)).toEqual(['127.0.0.1:9', '127.0.0.1:10']);
-    await kv.close();
+    await client.close();
+  });
+
+  it('close() before the first call: every later call rejects with E_CLOSED, and nothing connects', async () => {
+    const options = () => ({ ...storeOptions(s), clientOptions: { serverSelectionTimeoutMS: 300 } });
+    const kv = new MongoKeyValueStore(options());
+    const locks = new MongoLockProvider(options());
+    const snapshots = mongo({ ...options(), lock: true });
+    const cache = new MongoCacheProvider(options());
+    const backend = new MongoProcessBackend(options());
+    await Promise.all([kv, locks, snapshots, cache, backend].map((store) => store.close()));
+    await expect(kv.get('k')).rejects.toMatchObject({ code: 'E_CLOSED' });
+    await expect(kv.connect()).rejects.toMatchObject({ code: 'E_CLOSED' });
+    await expect(locks.acquire('k', 1_000)).rejects.toMatchObject({ code: 'E_CLOSED' });
+    await expect(snapshots.load('wf')).rejects.toMatchObject({ code: 'E_CLOSED' });
+    await expect(snapshots.tryAcquire('wf')).rejects.toMatchObject({ code: 'E_CLOSED' });
+    await expect(cache.get('k')).rejects.toMatchObject({ code: 'E_CLOSED' });
+    await expect(backend.getItem('p', 'i')).rejects.toMatchObject({ code: 'E_CLOSED' });
+  });
+
+  it('nothing a store holds prints the password of its connection string (util.inspect, depth 8), connected or not', async () => {
+    const password = 'pw-Sentinel-8c1f';
+    const { host } = new URL(s.url.replace(/^mongodb(\+srv)?:/, 'http:'));
+    // PLAIN: FerretDB (without authentication set up) accepts any credentials; MongoDB would refuse them.
+    const url = `mongodb://stowage:${password}@${host}/?authMechanism=PLAIN`;
+    const options = (stem: string) => ({ url, database: s.database, collection: uniqueName(stem) });
+    const stores = [
+      new MongoKeyValueStore(options('i_kv')),
+      mongo({ ...options('i_snap'), prefix: 'p', lock: { collection: uniqueName('i_wflocks') } }),
+      new MongoLockProvider(options('i_locks')),
+      new MongoCacheProvider({ ...options('i_cache'), prefix: 'c' }),
+      new MongoCircuitBreakerStore(options('i_circuit')),
+      new MongoCheckpointStore(options('i_cp')),
+      new MongoIdempotencyStore(options('i_idem')),
+      new MongoProcessBackend(options('i_process')),
+    ];
+    const printed = () => stores.map((store) => inspect(store, { depth: 8, showHidden: true, getters: true })).join('\n');
+    expect(printed()).not.toContain(password);
+    if (s.product === 'ferretdb') {
+      await Promise.all(stores.map((store) => store.connect()));
+      await (stores[0] as MongoKeyValueStore).set('k', 'v');
+      await (stores[2] as MongoLockProvider).acquire('k', 60_000, { wait: 100 });
+      expect(printed()).not.toContain(password);
+    }
+    await Promise.all(stores.map((store) => store.close()));
+    expect(printed()).not.toContain(password);
+    // Nor does the error for a connection string the driver cannot parse.
+    const error = (() => {
+      try {
+        new MongoKeyValueStore({ url: `mongodb://stowage:${password}@host:notaport/` });
+      } catch (caught) {
+        return caught;
+      }
+    })();
+    expect(error).toMatchObject({ code: 'E_INVALID_OPTION' });
+    expect(inspect(error, { depth: 8 })).not.toContain(password);
   });
 
   it('rejects bad connection options, database and collection names with E_INVALID_OPTION', async () => {
@@ -122,11 +182,16 @@ describe.skipIf(server === null)('connections', () => {
       ['collection as an object', () => new MongoKeyValueStore({ url: s.url, collection: { $where: '1' } as never })],
       ['lock collection', () => mongo({ url: s.url, lock: { collection: '$locks' } })],
       ['lock ttl', () => mongo({ url: s.url, lock: { ttl: -1 } })],
+      ['lock not an object', () => mongo({ url: s.url, lock: 'yes' as never })],
+      ['lock writeConcern', () => new MongoLockProvider({ url: s.url, writeConcern: 'majority' as never })],
+      ['snapshot prefix with NUL', () => mongo({ url: s.url, prefix: 'a\u0000b' })],
+      ['process collection', () => new MongoProcessBackend({ url: s.url, collection: 'system.x' })],
       ['dialect', () => new MongoKeyValueStore({ url: s.url, dialect: 'sql' as never })],
       ['autoCreate', () => new MongoKeyValueStore({ url: s.url, autoCreate: 'yes' as never })],
       ['existingDb not a Db', () => new MongoKeyValueStore({ existingDb: {} as never })],
       ['client not a client', () => new MongoKeyValueStore({ client: 'mongodb://x' as never })],
       ['cache prefix', () => new MongoCacheProvider({ url: s.url, prefix: 42 as never })],
+      ['cache prefix with a lone surrogate', () => new MongoCacheProvider({ url: s.url, prefix: '\ud800' })],
       ['cache defaultTtl', () => new MongoCacheProvider({ url: s.url, defaultTtl: 0 })],
       ['cache codec', () => new MongoCacheProvider({ url: s.url, codec: {} as never })],
     ];

@@ -1,6 +1,7 @@
 import { StowageError } from '@stowage/core';
 import { describe, expect, it } from 'vitest';
-import { isDuplicateKeyError, isUnsupportedError, toStowageError } from '../src/errors.js';
+import { probe } from '../src/dialects/detect.js';
+import { isDuplicateKeyError, isTransientError, isUnsupportedError, toStowageError } from '../src/errors.js';
 
 /** Error shapes as the driver builds them (matched by name and code, never by class: see errors.ts). */
 const driverError = (name: string, fields: Record<string, unknown> = {}) =>
@@ -12,19 +13,29 @@ describe('driver errors become StowageErrors with the driver error as cause', ()
     ['MongoNetworkError', {}, 'E_UNAVAILABLE'],
     ['MongoTopologyClosedError', {}, 'E_UNAVAILABLE'],
     ['MongoNotConnectedError', {}, 'E_UNAVAILABLE'],
+    ['MongoPoolClearedError', {}, 'E_UNAVAILABLE'],
+    ['MongoPoolClosedError', {}, 'E_UNAVAILABLE'],
     ['MongoServerError', { code: 10107, codeName: 'NotWritablePrimary' }, 'E_UNAVAILABLE'],
     ['MongoServerError', { code: 91, codeName: 'ShutdownInProgress' }, 'E_UNAVAILABLE'],
     ['MongoNetworkTimeoutError', {}, 'E_TIMEOUT'],
     ['MongoOperationTimeoutError', {}, 'E_TIMEOUT'],
+    ['MongoWaitQueueTimeoutError', {}, 'E_TIMEOUT'],
     ['MongoServerError', { code: 50, codeName: 'MaxTimeMSExpired' }, 'E_TIMEOUT'],
     ['MongoServerError', { code: 262, codeName: 'ExceededTimeLimit' }, 'E_TIMEOUT'],
     ['MongoServerError', { code: 10334, codeName: 'BSONObjectTooLarge' }, 'E_INVALID_VALUE'],
+    // A write concern (majority) not satisfied within wtimeout.
+    ['MongoWriteConcernError', { code: 64, codeName: 'WriteConcernFailed' }, 'E_TIMEOUT'],
+    ['MongoServerError', { code: 133, codeName: 'FailedToSatisfyReadPreference' }, 'E_UNAVAILABLE'],
+    // An insert a little over 16 MiB reaches the server, which answers with a generic BadValue.
+    ['MongoServerError', { code: 2, codeName: 'BadValue', message: 'object to insert too large. size in bytes: 16778240, max size: 16777216' }, 'E_INVALID_VALUE'],
+    // A document over ~17 MiB: the driver's BSON serializer fails before sending anything.
+    ['RangeError', { code: 'ERR_OUT_OF_RANGE', message: 'The value of "offset" is out of range. It must be >= 0 && <= 17825792. Received 17825794' }, 'E_INVALID_VALUE'],
     // A socket error the driver passes on unwrapped (seen when a proxy resets the connection).
     ['Error', { code: 'ECONNRESET', syscall: 'write' }, 'E_UNAVAILABLE'],
     ['Error', { code: 'EPIPE' }, 'E_UNAVAILABLE'],
     ['Error', { code: 'ETIMEDOUT' }, 'E_TIMEOUT'],
   ] as const)('%s %o -> %s', (name, fields, code) => {
-    const cause = driverError(name, fields);
+    const cause = Object.assign(driverError(name), fields);
     const mapped = toStowageError(cause);
     expect(mapped).toBeInstanceOf(StowageError);
     expect(mapped).toMatchObject({ code, cause });
@@ -47,5 +58,37 @@ describe('driver errors become StowageErrors with the driver error as cause', ()
     // Network trouble is not "unsupported": detection must not fall back to the classic dialect on it.
     expect(isUnsupportedError(driverError('MongoNetworkError'))).toBe(false);
     expect(isUnsupportedError(driverError('MongoServerError', { code: 91 }))).toBe(false);
+  });
+});
+
+describe('feature probes: only "not supported" answers mean unsupported', () => {
+  const serverError = (code: number, codeName: string) => driverError('MongoServerError', { code, codeName });
+
+  it('transient and permission errors are not "unsupported"; unknown command, stage, operator and API-strict answers are', () => {
+    for (const [code, codeName] of [[64, 'WriteConcernFailed'], [133, 'FailedToSatisfyReadPreference'], [11601, 'Interrupted'], [24, 'LockTimeout'], [13, 'Unauthorized'], [91, 'ShutdownInProgress'], [189, 'PrimarySteppedDown']] as const) {
+      expect(isUnsupportedError(serverError(code, codeName)), codeName).toBe(false);
+    }
+    for (const [code, codeName] of [[238, 'NotImplemented'], [59, 'CommandNotFound'], [115, 'CommandNotSupported'], [14, 'TypeMismatch'], [9, 'FailedToParse'], [40324, 'Location40324'], [168, 'InvalidPipelineOperator'], [323, 'APIStrictError'], [40573, 'Location40573'], [20, 'IllegalOperation']] as const) {
+      expect(isUnsupportedError(serverError(code, codeName)), codeName).toBe(true);
+    }
+    expect(isTransientError(serverError(11601, 'Interrupted'))).toBe(true);
+    expect(isTransientError(driverError('MongoNetworkError'))).toBe(true);
+    expect(isTransientError(serverError(13, 'Unauthorized'))).toBe(false);
+  });
+
+  it('a probe retries transient errors, answers false for "unsupported", and fails on anything else', async () => {
+    let calls = 0;
+    const flaky = (error: Error, failures: number) => async () => {
+      if (calls++ < failures) throw error;
+    };
+    expect(await probe(flaky(serverError(11601, 'Interrupted'), 1))).toBe(true); // killOp once: tried again, supported
+    calls = 0;
+    expect(await probe(flaky(driverError('MongoNetworkError'), 2))).toBe(true);
+    calls = 0;
+    await expect(probe(flaky(serverError(133, 'FailedToSatisfyReadPreference'), 3))).rejects.toMatchObject({ code: 133 }); // still failing: detection fails, the next call tries again
+    calls = 0;
+    expect(await probe(flaky(serverError(238, 'NotImplemented'), 1))).toBe(false);
+    calls = 0;
+    await expect(probe(flaky(serverError(13, 'Unauthorized'), 1))).rejects.toMatchObject({ code: 13 });
   });
 });

@@ -1,17 +1,15 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { indexSpecs } from '../src/index.js';
 import { uniqueName } from './mongo-adapter.js';
-import { openTestServer } from './server.js';
+import { describeEachServer, openTestServers } from './server.js';
 
-const server = await openTestServer('stowage_first_use');
-afterAll(() => server?.close());
+const servers = await openTestServers('stowage_first_use');
 
 const PROCESSES = 6;
 
-describe.skipIf(server === null)('concurrent first use', () => {
-  const s = server!;
+describeEachServer(servers, 'concurrent first use', (s) => {
 
   it(`${PROCESSES} OS processes creating the same collections and indexes at once all succeed`, async () => {
     const stem = uniqueName('first');

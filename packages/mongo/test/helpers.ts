@@ -36,3 +36,12 @@ export async function eventually(condition: () => boolean | Promise<boolean>, ti
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
 }
+
+/**
+ * The server's time in epoch ms (`hello.localTime`); this process's clock on a server that
+ * reports its time nowhere (jongodb), whose stores use this process's clock too.
+ */
+export async function serverTime(server: OpenedTestServer): Promise<number> {
+  const localTime: unknown = (await server.admin.db('admin').command({ hello: 1 })).localTime;
+  return localTime instanceof Date ? localTime.getTime() : Date.now();
+}

@@ -1,6 +1,6 @@
 import type { JsonObject } from '@stowage/core';
 import type { ConformanceAdapter } from '@stowage/core/conformance';
-import { MongoClient } from 'mongodb';
+import type { MongoClient, MongoClientOptions } from 'mongodb';
 import {
   MongoCacheProvider,
   MongoCheckpointStore,
@@ -8,6 +8,7 @@ import {
   MongoIdempotencyStore,
   MongoKeyValueStore,
   MongoLockProvider,
+  MongoProcessBackend,
   mongo,
   type MongoDialectOption,
 } from '../src/index.js';
@@ -32,9 +33,13 @@ export interface MongoTestServer {
  * names; every store opens its own client from the URL (like separate processes would), and
  * cleanup drops the context's collections.
  */
-export function mongoAdapter(server: MongoTestServer, dialect: MongoDialectOption = 'auto'): ConformanceAdapter {
+export function mongoAdapter(
+  server: MongoTestServer,
+  dialect: MongoDialectOption = 'auto',
+  variant?: { name: string; clientOptions: MongoClientOptions },
+): ConformanceAdapter {
   return {
-    name: `mongo ${dialect === 'auto' ? '' : `${dialect} dialect `}(${server.label})`,
+    name: `mongo ${dialect === 'auto' ? '' : `${dialect} dialect `}${variant ? `${variant.name} ` : ''}(${server.label})`,
     createContext() {
       const stem = uniqueName('c');
       const names = {
@@ -46,20 +51,23 @@ export function mongoAdapter(server: MongoTestServer, dialect: MongoDialectOptio
         circuit: `${stem}_circuit`,
         checkpoints: `${stem}_checkpoints`,
         idempotency: `${stem}_idempotency`,
+        process: `${stem}_process`,
+        processClaims: `${stem}_process_claims`,
       };
-      const base = { url: server.url, database: server.database, dialect };
+      const base = { url: server.url, database: server.database, dialect, ...(variant && { clientOptions: variant.clientOptions }) };
       return {
         kv: () => new MongoKeyValueStore({ ...base, collection: names.kv }).connect(),
-        snapshots: ({ lock }) =>
+        snapshots: ({ lock, prefix }) =>
           (lock
-            ? mongo<JsonObject>({ ...base, collection: names.snapshots, lock: { collection: names.workflowLocks } })
-            : mongo<JsonObject>({ ...base, collection: names.snapshots })
+            ? mongo<JsonObject>({ ...base, prefix, collection: names.snapshots, lock: { collection: names.workflowLocks } })
+            : mongo<JsonObject>({ ...base, prefix, collection: names.snapshots })
           ).connect(),
         locks: () => new MongoLockProvider({ ...base, collection: names.locks }).connect(),
         cache: (options) => new MongoCacheProvider({ ...base, ...options, collection: names.cache }).connect(),
         circuitBreaker: () => new MongoCircuitBreakerStore({ ...base, collection: names.circuit }).connect(),
-        checkpoints: () => new MongoCheckpointStore({ ...base, collection: names.checkpoints }).connect(),
+        checkpoints: (options) => new MongoCheckpointStore({ ...base, ...options, collection: names.checkpoints }).connect(),
         idempotency: () => new MongoIdempotencyStore({ ...base, collection: names.idempotency }).connect(),
+        process: () => new MongoProcessBackend({ ...base, collection: names.process }).connect(),
         cleanup: async () => {
           const db = server.admin.db(server.database);
           await Promise.all(Object.values(names).map((name) => db.dropCollection(name).catch(() => false)));

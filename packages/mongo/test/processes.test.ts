@@ -1,23 +1,21 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { MongoKeyValueStore } from '../src/index.js';
 import { uniqueName } from './mongo-adapter.js';
-import { openTestServer } from './server.js';
+import { describeEachServer, openTestServers, type OpenedTestServer } from './server.js';
 
 /**
  * Several OS processes on one collection at once (issue 6's concurrency figures). Every number
  * is asserted exactly: lost increments 0, one winner per key, fences all distinct.
  */
-const server = await openTestServer('stowage_processes');
-afterAll(() => server?.close());
+const servers = await openTestServers('stowage_processes');
 
 const PROCESSES = 6;
 
-async function runChildren<T>(mode: string, collection: string, count: number): Promise<T[]> {
+async function runChildren<T>(s: OpenedTestServer, mode: string, collection: string, count: number): Promise<T[]> {
   const child = new URL('./fixtures/contention-child.ts', import.meta.url).pathname;
   const hooks = new URL('./fixtures/ts-source-hooks.mjs', import.meta.url).pathname;
-  const s = server!;
   return Promise.all(
     Array.from({ length: PROCESSES }, async () => {
       const { stdout } = await promisify(execFile)(
@@ -30,14 +28,14 @@ async function runChildren<T>(mode: string, collection: string, count: number): 
   );
 }
 
-describe.skipIf(server === null)(`${PROCESSES} OS processes at once`, () => {
+describeEachServer(servers, `${PROCESSES} OS processes at once`, (s) => {
   it('circuit breaker: no recordFailure increment is lost and exactly one caller sees the count that opens the circuit', async (context) => {
-    const probe = await new MongoKeyValueStore({ url: server!.url, database: server!.database, collection: uniqueName('probe') }).connect();
+    const probe = await new MongoKeyValueStore({ url: s.url, database: s.database, collection: uniqueName('probe') }).connect();
     const atomic = probe.capabilities.atomicUpdates !== false;
     await probe.close();
     if (!atomic) return context.skip('needs atomicUpdates: this server runs updates as a read and a separate write (FerretDB 1.x)');
     const perProcess = 25;
-    const results = await runChildren<{ counts: number[] }>('recordFailure', uniqueName('circuit'), perProcess);
+    const results = await runChildren<{ counts: number[] }>(s, 'recordFailure', uniqueName('circuit'), perProcess);
     const counts = results.flatMap((result) => result.counts).sort((a, b) => a - b);
     const total = PROCESSES * perProcess;
     console.log(`[stowage mongo] recordFailure: ${PROCESSES} processes x ${perProcess} = ${total} failures, lost increments ${total - new Set(counts).size}`);
@@ -47,19 +45,19 @@ describe.skipIf(server === null)(`${PROCESSES} OS processes at once`, () => {
 
   it('idempotency: of the processes reserving the same 40 new keys, exactly one acquires each key', async () => {
     const keys = 40;
-    const results = await runChildren<{ acquired: string[] }>('reserve', uniqueName('idempotency'), keys);
+    const results = await runChildren<{ acquired: string[] }>(s, 'reserve', uniqueName('idempotency'), keys);
     const acquired = results.flatMap((result) => result.acquired).sort();
     console.log(`[stowage mongo] reserve: ${PROCESSES} processes x ${keys} keys, acquisitions ${acquired.length} (expected ${keys})`);
     expect(acquired).toEqual(Array.from({ length: keys }, (_, i) => `op-${i}`).sort());
   });
 
   it('locks: processes taking turns on one lock (waiting, woken or polling) all get distinct fences', async (context) => {
-    const probe = await new MongoKeyValueStore({ url: server!.url, database: server!.database, collection: uniqueName('probe') }).connect();
+    const probe = await new MongoKeyValueStore({ url: s.url, database: s.database, collection: uniqueName('probe') }).connect();
     const atomic = probe.capabilities.atomicUpdates !== false;
     await probe.close();
     if (!atomic) return context.skip('needs atomicUpdates: a free lease can be taken twice where updates are not atomic (FerretDB 1.x)');
     const perProcess = 10;
-    const results = await runChildren<{ fences: number[] }>('acquire', uniqueName('locks'), perProcess);
+    const results = await runChildren<{ fences: number[] }>(s, 'acquire', uniqueName('locks'), perProcess);
     const fences = results.flatMap((result) => result.fences);
     console.log(`[stowage mongo] acquire: ${PROCESSES} processes x ${perProcess} turns, distinct fences ${new Set(fences).size}`);
     expect(new Set(fences).size).toBe(PROCESSES * perProcess);

@@ -1,7 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { ConformanceAdapter, ConformanceContext } from '@stowage/core/conformance';
-import { MongoKeyValueStore, MongoProcessBackend } from '../src/index.js';
 import { uniqueName, type MongoTestServer } from './mongo-adapter.js';
 
 /** One test's collections: the process versions and a key-value collection for the cursors. */
@@ -17,23 +15,8 @@ export function processCollections(): ProcessCollections {
 
 export async function dropProcessCollections(server: MongoTestServer, collections: ProcessCollections): Promise<void> {
   const db = server.admin.db(server.database);
-  await Promise.all(Object.values(collections).map((name) => db.dropCollection(name).catch(() => false)));
-}
-
-/** Every `process()` call opens a new backend (its own client) on the test's collection, like another process. */
-export function mongoProcessAdapter(server: MongoTestServer): ConformanceAdapter {
-  return {
-    name: `mongo (${server.label})`,
-    createContext(): ConformanceContext {
-      const collections = processCollections();
-      const base = { url: server.url, database: server.database };
-      return {
-        process: () => new MongoProcessBackend({ ...base, collection: collections.process }).connect(),
-        kv: () => new MongoKeyValueStore({ ...base, collection: collections.cursors }).connect(),
-        cleanup: () => dropProcessCollections(server, collections),
-      };
-    },
-  };
+  const names = [...Object.values(collections), `${collections.process}_claims`];
+  await Promise.all(names.map((name) => db.dropCollection(name).catch(() => false)));
 }
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./state-machine-worker.ts', import.meta.url));

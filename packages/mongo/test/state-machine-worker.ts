@@ -18,7 +18,7 @@ registerHooks({
 });
 
 const { MongoKeyValueStore, MongoProcessBackend } = await import('../src/index.js');
-const { runCrashTestWorker } = await import('@stowage/core/conformance');
+const { runCrashTestWorker } = await import('@stowage/core/conformance/crash');
 
 const name = process.argv[2]!;
 const url = process.env.STOWAGE_WORKER_URL!;

@@ -1,7 +1,9 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { StowageError } from '@stowage/core';
 import pg from 'pg';
-import { StowageError, describeType } from '@stowage/core';
-import { sqlState, toStowageError } from './errors.js';
+import { driverError, sqlState } from './errors.js';
+import type { ConnectionSource } from './options.js';
+import { Listener, type ReleaseWakeups } from './wakeups.js';
 
 /**
  * The slice of a `pg.Pool` stowage uses. Any `pg.Pool` fits; the interface is structural so
@@ -35,54 +37,6 @@ export interface PostgresQueryResult {
   rowCount: number | null;
 }
 
-/** `pg.Pool` settings for a pool stowage creates (passed through to `new pg.Pool`). */
-export interface PostgresPoolOptions {
-  /** Most connections open at once (pg default 10). */
-  max?: number;
-  min?: number;
-  idleTimeoutMillis?: number;
-  connectionTimeoutMillis?: number;
-  /** Server-side limit per statement, in ms (sets `statement_timeout` on each connection). */
-  statement_timeout?: number;
-  /** Client-side limit per query, in ms. */
-  query_timeout?: number;
-  ssl?: unknown;
-  allowExitOnIdle?: boolean;
-  maxLifetimeSeconds?: number;
-  [option: string]: unknown;
-}
-
-/**
- * Where the connections come from. Give a URL (`url` or `connectionString`), the individual
- * fields, or a pool of your own (`pool` / `existingPool`), which stowage never ends.
- */
-export interface PostgresConnectionOptions {
-  /** `postgresql://user:password@host:port/database` */
-  url?: string;
-  /** Same as `url` (seed 002 spelling). */
-  connectionString?: string;
-  host?: string;
-  port?: number;
-  database?: string;
-  user?: string;
-  password?: string;
-  /** A `pg.Pool` to use (never ended by stowage), or settings for the pool stowage creates. */
-  pool?: PostgresPool | PostgresPoolOptions;
-  /** A `pg.Pool` to use; never ended by stowage. */
-  existingPool?: PostgresPool;
-  /** `application_name` of the connections stowage opens (default `"stowage"`). */
-  applicationName?: string;
-  /**
-   * Run statements as named prepared statements, parsed and planned once per connection
-   * (default true). Turn off behind a pooler that swaps server sessions under a client
-   * without tracking prepared statements (PgBouncer < 1.21 in transaction mode); stowage also
-   * adapts by itself when the server reports such a mix-up (see `PreparedStatementMode`).
-   */
-  preparedStatements?: boolean;
-}
-
-export const DEFAULT_APPLICATION_NAME = 'stowage';
-
 /**
  * How statements with parameters are sent:
  * - `shared`: named after their text, the same name on every connection (the default);
@@ -107,103 +61,151 @@ const MAX_NAMING_CLIENTS = 64;
 const PROCESS_TAG = randomBytes(4).toString('hex');
 let clientSerial = 0;
 
-function isPool(value: unknown): value is PostgresPool {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as PostgresPool).query === 'function' &&
-    typeof (value as PostgresPool).connect === 'function'
-  );
-}
-
 /**
- * One pool and whether stowage owns it. Every store object created by one factory call shares
- * one `PostgresConnection`; `end()` ends the pool only when stowage created it.
+ * One `pg.Pool` and what stowage knows about it, shared by every store of the process on it:
+ * the stores created from the same connection settings (URL, fields, pool settings,
+ * `applicationName`) use one pool stowage creates, and the stores given the same `pg.Pool` use
+ * that one. Each also has at most one LISTEN connection ({@link Listener}) for all of them.
+ *
+ * The pool is counted by its users: a pool stowage created ends when the last store using it
+ * closes; a pool passed in is never ended. The pool lives in a private field: `pg.Pool` keeps
+ * the connection string (password included) in a property that `util.inspect` would print.
  */
-export class PostgresConnection {
-  readonly pool: PostgresPool;
-  readonly ownsPool: boolean;
-  #prepared: PreparedStatementMode;
+class SharedPool {
+  readonly #pool: PostgresPool;
+  readonly #owned: boolean;
+  readonly #registryKey: string | undefined;
+  #prepared: PreparedStatementMode = 'shared';
   readonly #statementNames = new Map<string, string>();
   /** Per-client name suffixes (`per-client` mode), and how many clients got one. */
   readonly #clientSuffixes = new WeakMap<object, string>();
   #namingClients = 0;
+  #users = 0;
+  #listener: Listener | undefined;
+  /** Settings of the LISTEN connection (`listenUrl`), or the pool's own when absent. */
+  readonly #listenConfig: object | undefined;
+  /** Aborts when the owner of a pool passed in ends it: calls waiting for a client then fail at once. */
+  readonly #ended = new AbortController();
+  readonly #onPoolEvent = () => {
+    if ((this.#pool as { ending?: unknown }).ending === true) this.#poolEnded();
+  };
   #ending: Promise<void> | undefined;
 
-  constructor(pool: PostgresPool, ownsPool: boolean, preparedStatements = true) {
-    this.pool = pool;
-    this.ownsPool = ownsPool;
-    this.#prepared = preparedStatements ? 'shared' : 'off';
+  constructor(pool: PostgresPool, owned: boolean, registryKey: string | undefined, listenConfig: object | undefined) {
+    this.#pool = pool;
+    this.#owned = owned;
+    this.#registryKey = registryKey;
+    this.#listenConfig = listenConfig;
+    // pg.Pool has no 'end' event; once its owner called end(), every client it lets go is
+    // 'release'd and 'remove'd with `ending` set.
+    if (!owned) for (const event of POOL_EVENTS) events(pool)?.on?.(event, this.#onPoolEvent);
   }
 
-  /** Builds the connection described by `options`; throws `E_INVALID_OPTION` for bad settings. */
-  static from(options: PostgresConnectionOptions | string): PostgresConnection {
-    if (typeof options === 'string') options = { url: options };
-    if (options === null || typeof options !== 'object') {
-      throw new StowageError('E_INVALID_OPTION', `options must be a URL or an object, got ${describeType(options)}`);
-    }
-    const prepare = options.preparedStatements ?? true;
-    if (typeof prepare !== 'boolean') {
-      throw new StowageError('E_INVALID_OPTION', `preparedStatements must be a boolean, got ${describeType(prepare)}`);
-    }
-    const given = options.existingPool ?? (isPool(options.pool) ? options.pool : undefined);
-    if (options.existingPool !== undefined && !isPool(options.existingPool)) {
-      throw new StowageError('E_INVALID_OPTION', 'existingPool must be a pg.Pool');
-    }
-    if (given) return new PostgresConnection(given, false, prepare);
-
-    const poolOptions = options.pool ?? {};
-    if (typeof poolOptions !== 'object' || poolOptions === null) {
-      throw new StowageError('E_INVALID_OPTION', 'pool must be a pg.Pool or an object of pool settings');
-    }
-    const connectionString = options.url ?? options.connectionString;
-    if (connectionString !== undefined && (typeof connectionString !== 'string' || connectionString === '')) {
-      throw new StowageError('E_INVALID_OPTION', 'url must be a non-empty string');
-    }
-    const hasFields = ['host', 'port', 'database', 'user', 'password'].some(
-      (field) => options[field as keyof PostgresConnectionOptions] !== undefined,
-    );
-    if (connectionString === undefined && !hasFields) {
-      throw new StowageError(
-        'E_INVALID_OPTION',
-        'no database given: pass url/connectionString, host/port/database/user/password, or a pg.Pool',
-      );
-    }
-    const applicationName = options.applicationName ?? DEFAULT_APPLICATION_NAME;
-    const pool = new pg.Pool({
-      application_name: applicationName,
-      // Our own PostgresPoolOptions mirrors pg's settings loosely; pg validates them.
-      ...(poolOptions as PostgresPoolOptions),
-      ...(connectionString !== undefined ? { connectionString } : {}),
-      ...pick(options, ['host', 'port', 'database', 'user', 'password']),
-    } as pg.PoolConfig);
-    // An idle client that loses its server (restart, failover) emits 'error' on the pool;
-    // without a listener Node would crash. The next query gets a fresh client.
-    pool.on('error', () => undefined);
-    return new PostgresConnection(pool as unknown as PostgresPool, true, prepare);
+  get pool(): PostgresPool {
+    return this.#pool;
   }
 
-  /**
-   * Runs one statement (one round trip), turning driver errors into `StowageError`s. A statement
-   * with parameters runs as a named prepared statement, so the server parses and plans it once
-   * per connection instead of on every call (see {@link PreparedStatementMode}).
-   */
-  async query(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
-    const name = values === undefined || this.#prepared === 'off' ? undefined : this.#statementName(text);
+  /** Whether `listenConfig` (of another store on this pool) is the LISTEN connection this one has. */
+  listensLike(listenConfig: object | undefined): boolean {
+    return (listenConfig === undefined ? undefined : settingsDigest(listenConfig as Record<string, unknown>)) ===
+      (this.#listenConfig === undefined ? undefined : settingsDigest(this.#listenConfig as Record<string, unknown>));
+  }
+
+  /** The one LISTEN connection of the pool, opened on first need. */
+  get listener(): Listener {
+    this.#listener ??= new Listener(this.#pool, this.#listenConfig ?? this.#pool.options);
+    return this.#listener;
+  }
+
+  addUser(): void {
+    this.#users++;
+  }
+
+  /** The last user gone: closes the listener and ends the pool if stowage created it. */
+  removeUser(): Promise<void> {
+    if (--this.#users > 0) return Promise.resolve();
+    if (this.#registryKey !== undefined && ownedPools.get(this.#registryKey) === this) ownedPools.delete(this.#registryKey);
+    if (!this.#owned) {
+      if (givenPools.get(this.#pool) === this) givenPools.delete(this.#pool);
+      for (const event of POOL_EVENTS) events(this.#pool)?.removeListener?.(event, this.#onPoolEvent);
+    }
+    this.#ending ??= (async () => {
+      await this.#listener?.close();
+      if (this.#owned) await this.#pool.end().catch(() => undefined);
+    })();
+    return this.#ending;
+  }
+
+  /** Runs one statement; retries once unnamed or with client names when the session says so. */
+  async query(text: string, values: unknown[] | undefined, prepare: boolean): Promise<PostgresQueryResult> {
+    const name = values === undefined || !prepare || this.#prepared === 'off' ? undefined : this.#statementName(text);
     const mode = name === undefined ? 'off' : this.#prepared;
     try {
-      if (mode === 'off') return await this.pool.query(text, values);
-      if (mode === 'shared') return await this.pool.query({ name, text, values });
-      return await this.#queryWithClientName(name!, text, values);
+      const client = await this.#checkout();
+      if (mode === 'off') return await runOn(client, { text, values });
+      if (mode === 'shared') return await runOn(client, { name, text, values });
+      return await runOn(client, this.#clientStatement(client, name!, text, values));
     } catch (error) {
       const state = sqlState(error);
       if (mode !== 'off' && (state === DUPLICATE_PREPARED_STATEMENT || state === UNKNOWN_PREPARED_STATEMENT)) {
         // The statement did not run (Parse or Bind failed), so it is safe to run it again.
-        this.#prepared = mode === 'shared' && state === DUPLICATE_PREPARED_STATEMENT ? 'per-client' : 'off';
-        return this.query(text, values);
+        if (this.#prepared === mode) this.#prepared = mode === 'shared' && state === DUPLICATE_PREPARED_STATEMENT ? 'per-client' : 'off';
+        return this.query(text, values, prepare);
       }
-      throw toStowageError(error);
+      throw driverError(error);
     }
+  }
+
+  /**
+   * Runs `fn` with one client of the pool to itself (a transaction), and releases it; a client
+   * whose connection failed (an 'error' event, or `fn` reporting it broken) is not reused.
+   */
+  async withClient<T>(fn: (client: PostgresPoolClient, broken: (error: Error) => void) => Promise<T>): Promise<T> {
+    let client: PostgresPoolClient;
+    try {
+      client = await this.#checkout();
+    } catch (error) {
+      throw driverError(error);
+    }
+    let failure: Error | undefined;
+    const broken = (error: Error) => (failure ??= error);
+    client.on('error', broken);
+    try {
+      return await fn(client, broken);
+    } finally {
+      client.removeListener('error', broken);
+      client.release(failure);
+    }
+  }
+
+  /** A client of the pool; a pool passed in that its owner ended fails at once, never hangs. */
+  #checkout(): Promise<PostgresPoolClient> {
+    if (this.#ended.signal.aborted) return Promise.reject(poolEndedError());
+    const connecting = this.#pool.connect();
+    if (this.#owned) return connecting;
+    // pg-pool keeps calls that wait for a client queued forever once end() was called.
+    const ended = this.#ended.signal;
+    return new Promise<PostgresPoolClient>((resolve, reject) => {
+      const onEnded = () => reject(poolEndedError());
+      ended.addEventListener('abort', onEnded, { once: true });
+      connecting.then(
+        (client) => {
+          ended.removeEventListener('abort', onEnded);
+          if (ended.aborted) client.release();
+          else resolve(client);
+        },
+        (error: unknown) => {
+          ended.removeEventListener('abort', onEnded);
+          reject(error);
+        },
+      );
+    });
+  }
+
+  #poolEnded(): void {
+    if (this.#ended.signal.aborted) return;
+    this.#ended.abort();
+    void this.#listener?.close();
   }
 
   /** A name derived from the text, so every connection and process uses the same one. */
@@ -216,55 +218,158 @@ export class PostgresConnection {
     return name;
   }
 
-  /** Runs the statement under a name only this pg client uses (see `per-client`). */
-  async #queryWithClientName(name: string, text: string, values: unknown[] | undefined): Promise<PostgresQueryResult> {
-    const client = await this.pool.connect();
+  /** The statement under a name only this pg client uses (see `per-client`). */
+  #clientStatement(client: object, name: string, text: string, values: unknown[] | undefined): PostgresStatement {
     let suffix = this.#clientSuffixes.get(client);
     if (suffix === undefined && this.#namingClients < MAX_NAMING_CLIENTS) {
       this.#namingClients++;
       suffix = `${PROCESS_TAG}${++clientSerial}`;
       this.#clientSuffixes.set(client, suffix);
     }
-    const statement = suffix === undefined ? { text, values } : { name: `${name}_${suffix}`, text, values };
-    // As pool.query does: while the client is checked out, an error its connection raises
-    // outside the query (a reset socket) fails the call instead of crashing the process, and a
-    // client that failed is not reused.
-    return new Promise<PostgresQueryResult>((resolve, reject) => {
-      let settled = false;
-      const settle = (error: Error | undefined, result?: PostgresQueryResult) => {
-        if (settled) return;
-        settled = true;
-        client.removeListener('error', settle);
-        client.release(error);
-        if (error) reject(error);
-        else resolve(result!);
-      };
-      client.on('error', settle);
-      client.query(statement).then(
-        (result) => settle(undefined, result),
-        (error: unknown) => settle(error instanceof Error ? error : new Error(String(error))),
-      );
-    });
-  }
-
-  /** Ends the pool if stowage created it; a pool passed in is left open. */
-  end(): Promise<void> {
-    this.#ending ??= this.ownsPool ? this.pool.end().catch(() => undefined) : Promise.resolve();
-    return this.#ending;
+    return suffix === undefined ? { text, values } : { name: `${name}_${suffix}`, text, values };
   }
 }
 
-function pick<T extends object, K extends keyof T>(source: T, keys: K[]): Partial<Pick<T, K>> {
-  const result: Partial<Pick<T, K>> = {};
-  for (const key of keys) if (source[key] !== undefined) result[key] = source[key];
-  return result;
+const POOL_EVENTS = ['release', 'remove'] as const;
+
+interface PoolEvents {
+  on?(event: string, listener: () => void): unknown;
+  removeListener?(event: string, listener: () => void): unknown;
+}
+
+function events(pool: PostgresPool): PoolEvents | undefined {
+  return pool as unknown as PoolEvents;
+}
+
+function poolEndedError(): StowageError {
+  return new StowageError('E_UNAVAILABLE', 'the pg.Pool was ended by its owner: stowage cannot run statements on it');
 }
 
 /**
- * The configuration to open one extra connection like the pool's (for LISTEN), or `undefined`
- * when the pool does not expose one.
+ * One statement on a checked-out client, released afterwards. As `pool.query` does: while the
+ * client is checked out, an error its connection raises outside the query (a reset socket)
+ * fails the call instead of crashing the process, and a client that failed is not reused.
  */
-export function clientConfigOf(pool: PostgresPool): pg.ClientConfig | undefined {
-  const options = pool.options;
-  return options && typeof options === 'object' ? (options as pg.ClientConfig) : undefined;
+function runOn(client: PostgresPoolClient, statement: PostgresStatement): Promise<PostgresQueryResult> {
+  return new Promise<PostgresQueryResult>((resolve, reject) => {
+    let settled = false;
+    const settle = (error: Error | undefined, result?: PostgresQueryResult) => {
+      if (settled) return;
+      settled = true;
+      client.removeListener('error', settle);
+      client.release(error);
+      if (error) reject(error);
+      else resolve(result!);
+    };
+    client.on('error', settle);
+    client.query(statement).then(
+      (result) => settle(undefined, result),
+      (error: unknown) => settle(error instanceof Error ? error : new Error(String(error))),
+    );
+  });
+}
+
+/** Pools stowage created, by a digest of their settings (never the settings themselves: they hold the password). */
+const ownedPools = new Map<string, SharedPool>();
+/** What stowage keeps about the pools passed in. */
+const givenPools = new WeakMap<PostgresPool, SharedPool>();
+
+/** The shared pool for `source`: the one already open for the same settings or pool, or a new one. */
+function sharedPoolFor(source: ConnectionSource): SharedPool {
+  if ('pool' in source) {
+    let shared = givenPools.get(source.pool);
+    if (!shared) givenPools.set(source.pool, (shared = new SharedPool(source.pool, false, undefined, source.listen)));
+    else if (!shared.listensLike(source.listen)) {
+      throw new StowageError('E_INVALID_OPTION', 'listenUrl: the stores on one pool share one LISTEN connection; give them the same listenUrl');
+    }
+    return shared;
+  }
+  const key = settingsDigest({ pool: source.config, listen: source.listen ?? null });
+  let shared = ownedPools.get(key);
+  if (!shared) {
+    const pool = new pg.Pool(source.config as pg.PoolConfig);
+    // An idle client that loses its server (restart, failover) emits 'error' on the pool;
+    // without a listener Node would crash. The next query gets a fresh client.
+    pool.on('error', () => undefined);
+    ownedPools.set(key, (shared = new SharedPool(pool as unknown as PostgresPool, true, key, source.listen)));
+  }
+  return shared;
+}
+
+/**
+ * The connection of one store: its share of a {@link SharedPool}, and how it sends statements.
+ * Stores on the same settings share the pool (and its LISTEN connection); `end()` gives the
+ * store's share back.
+ */
+export class PostgresConnection {
+  readonly #shared: SharedPool;
+  readonly #prepare: boolean;
+  #ended = false;
+
+  /** Uses the pool the options name, or the one stowage keeps for these settings (creating it if needed). */
+  constructor(source: ConnectionSource) {
+    this.#shared = sharedPoolFor(source);
+    this.#shared.addUser();
+    this.#prepare = source.preparedStatements;
+  }
+
+  /** The pool itself (schema creation is remembered per pool). */
+  get pool(): PostgresPool {
+    return this.#shared.pool;
+  }
+
+  /**
+   * Runs one statement (one round trip). A statement with parameters runs as a named prepared
+   * statement, so the server parses and plans it once per connection instead of on every call
+   * (see {@link PreparedStatementMode}). Driver errors pass unchanged: the store maps them.
+   */
+  query(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
+    return this.#shared.query(text, values, this.#prepare);
+  }
+
+  /** Runs `fn` with a client of the pool to itself (see `SharedPool.withClient`). */
+  withClient<T>(fn: (client: PostgresPoolClient, broken: (error: Error) => void) => Promise<T>): Promise<T> {
+    return this.#shared.withClient(fn);
+  }
+
+  /** Wake-ups on `channel`, through the pool's one LISTEN connection. */
+  listen(channel: string): ReleaseWakeups {
+    return this.#shared.listener.subscribe(channel);
+  }
+
+  /** Gives the store's share back: the last one ends a pool stowage created; a pool passed in is left open. */
+  end(): Promise<void> {
+    if (this.#ended) return Promise.resolve();
+    this.#ended = true;
+    return this.#shared.removeUser();
+  }
+}
+
+/** Identities of values that have no text form (functions, class instances) in {@link settingsDigest}. */
+const identities = new WeakMap<object, number>();
+let nextIdentity = 0;
+
+/**
+ * A digest of pool settings: equal for settings that would open the same pool. Plain objects
+ * compare by content, whatever their key order; functions and other objects by identity.
+ */
+function settingsDigest(config: Record<string, unknown>): string {
+  const text = JSON.stringify(config, (_key, value: unknown) => {
+    if (typeof value === 'function' || (typeof value === 'object' && value !== null && !isPlain(value))) {
+      if (ArrayBuffer.isView(value)) return `bytes:${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`;
+      let id = identities.get(value);
+      if (id === undefined) identities.set(value, (id = ++nextIdentity));
+      return `object:${id}`;
+    }
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+      return Object.fromEntries(Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    }
+    return typeof value === 'bigint' ? `bigint:${value}` : value;
+  });
+  return createHash('sha256').update(text).digest('hex');
+}
+
+function isPlain(value: object): boolean {
+  const prototype = Object.getPrototypeOf(value);
+  return Array.isArray(value) || prototype === Object.prototype || prototype === null;
 }

@@ -1,39 +1,29 @@
-export { postgres, PostgresSnapshotStore, PostgresLockingSnapshotStore } from './snapshots.js';
-export type { PostgresSnapshotStoreOptions, PostgresWorkflowLockOptions } from './snapshots.js';
-export { createPostgresPersistence } from './persistence.js';
-export type { PostgresPersistenceOptions } from './persistence.js';
-export { PostgresKeyValueStore } from './kv.js';
-export type { PostgresKeyValueStoreOptions } from './kv.js';
-export { PostgresLockProvider } from './locks.js';
-export type { PostgresLockProviderOptions } from './locks.js';
-export { PostgresCacheProvider } from './cache.js';
-export type { PostgresCacheProviderOptions } from './cache.js';
-export { PostgresCircuitBreakerStore } from './circuit-breaker.js';
-export type { PostgresCircuitBreakerStoreOptions } from './circuit-breaker.js';
-export { PostgresCheckpointStore } from './checkpoints.js';
-export type { PostgresCheckpointStoreOptions } from './checkpoints.js';
-export { PostgresIdempotencyStore } from './idempotency.js';
-export type { PostgresIdempotencyStoreOptions } from './idempotency.js';
-export {
-  schemaSql,
-  tableDdl,
-  TableName,
-  DEFAULT_TABLE_NAMES,
-  DEFAULT_WORKFLOW_LOCK_TABLE,
-  assertValidIdentifier,
-  quoteIdentifier,
-} from './schema.js';
+export { postgres, PostgresSnapshotStore, PostgresLockingSnapshotStore } from './stores/snapshots.js';
+export type { PostgresSnapshotStoreOptions, PostgresWorkflowLockOptions } from './stores/snapshots.js';
+export { createPostgresPersistence } from './stores/persistence.js';
+export type { PostgresPersistenceOptions } from './stores/persistence.js';
+export { PostgresKeyValueStore } from './stores/kv.js';
+export type { PostgresKeyValueStoreOptions } from './stores/kv.js';
+export { PostgresLockProvider } from './stores/locks.js';
+export type { PostgresLockProviderOptions } from './stores/locks.js';
+export { PostgresCacheProvider } from './stores/cache.js';
+export type { PostgresCacheProviderOptions } from './stores/cache.js';
+export { PostgresCircuitBreakerStore } from './stores/circuit-breaker.js';
+export type { PostgresCircuitBreakerStoreOptions } from './stores/circuit-breaker.js';
+export { PostgresCheckpointStore } from './stores/checkpoints.js';
+export type { PostgresCheckpointStoreOptions } from './stores/checkpoints.js';
+export { PostgresIdempotencyStore } from './stores/idempotency.js';
+export type { PostgresIdempotencyStoreOptions } from './stores/idempotency.js';
+export { createPostgresProcessBackend, PostgresProcessBackend } from './process/backend.js';
+export type { PostgresProcessBackendOptions } from './process/backend.js';
+export { connect, PostgresStowage } from './connect.js';
+export type { PostgresConnectOptions, StoreOptionsOf } from './connect.js';
+export { schemaSql, grantsSql, tableDdl, TableName, DEFAULT_TABLE_NAMES, assertValidIdentifier, quoteIdentifier } from './schema.js';
 export type { SchemaSqlOptions, TableKind } from './schema.js';
-export { PostgresConnection, DEFAULT_APPLICATION_NAME } from './connection.js';
-export type {
-  PostgresConnectionOptions,
-  PostgresPool,
-  PostgresPoolClient,
-  PostgresStatement,
-  PostgresPoolOptions,
-  PostgresQueryResult,
-} from './connection.js';
-export { PostgresStoreBase, POSTGRES_CAPABILITIES } from './store.js';
-export type { PostgresStoreOptions } from './store.js';
+export { DEFAULT_APPLICATION_NAME } from './options.js';
+export type { PostgresConnectionOptions, PostgresPoolOptions, PostgresStoreOptions } from './options.js';
+export type { PostgresPool, PostgresPoolClient, PostgresQueryResult, PostgresStatement } from './connection.js';
+export { POSTGRES_CAPABILITIES } from './database.js';
 export { toStowageError } from './errors.js';
-export { createPostgresProcessBackend, PostgresProcessBackend, processSchemaSql, processTablesDdl, DEFAULT_PROCESS_ITEMS_TABLE, DEFAULT_PROCESS_TRANSITIONS_TABLE, type PostgresProcessBackendOptions, type ProcessSchemaSqlOptions } from './state-machine.js';
+export { goGoScopePersistence } from './go-go-scope.js';
+export type { PostgresGoGoScopeOptions } from './go-go-scope.js';

@@ -1,13 +1,16 @@
-import { assertValidKey, escapeLike, parseGlob } from '@stowage/core';
+import { escapeLike, type Glob } from '@stowage/core/adapter';
 
 /**
- * Keys (and key-value values) as PostgreSQL stores them.
+ * Keys and text values (key-value values, the codec text of caches, checkpoints and
+ * idempotency results) as PostgreSQL stores them.
  *
  * A `text` value cannot hold U+0000, but a stowage key or value may contain it. They are
  * therefore stored with a reversible, per-character escape: U+0000 becomes U+0001 "0" and
  * U+0001 becomes U+0001 "1". Every other string (all ordinary ones) is stored exactly as
  * given, so the table stays readable in SQL. The escape works per character, so "starts with"
- * survives it: a key starts with P exactly when its stored form starts with the stored form of P.
+ * survives it (a key starts with P exactly when its stored form starts with the stored form
+ * of P), and so does order: stored keys sort in `COLLATE "C"` as the keys do in code point
+ * order, so batches lock rows in the order the kit gives them.
  */
 const ESCAPE = '\u0001';
 // Control characters are the point of these expressions.
@@ -27,56 +30,54 @@ export function decodeText(stored: string): string {
   return stored.includes(ESCAPE) ? stored.replace(ESCAPED, (_, digit: string) => (digit === '0' ? '\u0000' : ESCAPE)) : stored;
 }
 
-/** Validates `key` (`E_INVALID_KEY`) and returns it as stored. */
-export function storedKey(key: unknown, what = 'key'): string {
-  assertValidKey(key, what);
-  return encodeText(key);
-}
-
-/** `LIKE` pattern (escape `\`) matching stored keys that start with `prefix`. */
-export function storedPrefixLike(prefix: string): string {
-  return `${escapeLike(encodeText(prefix))}%`;
-}
-
 /**
- * The parameters of {@link keyMatchSql} for a glob (`E_INVALID_KEY` when malformed), under a
- * literal prefix (a cache's namespace).
+ * The parameters of a glob for matching stored keys: the `LIKE` for keys without an escape,
+ * and the `LIKE` for escaped keys in their spread form (see {@link escapedKeyMatchSql}). Both
+ * are `LIKE` patterns (escape `\`): PostgreSQL matches them in time linear in the key for any
+ * glob, where a regular expression per glob character cost milliseconds of server time per
+ * row for a long glob and refused longer ones (2201B). The key range of the glob's literal
+ * start narrows the rows first (`keyRange` in sql.ts).
  */
-export function globParameters(pattern: unknown, literalPrefix = ''): [prefixLike: string, like: string, regex: string] {
-  const tokens = parseGlob(pattern);
-  const first = tokens[0];
-  const fixedStart = literalPrefix + (first?.kind === 'literal' ? first.text : '');
-  let like = escapeLike(encodeText(literalPrefix));
-  let regex = `^${escapeRegex(encodeText(literalPrefix))}`;
-  for (const token of tokens) {
+export function globMatchParameters(glob: Glob): [like: string, spreadLike: string] {
+  let like = '';
+  let spread = '';
+  for (const token of glob.tokens) {
     if (token.kind === 'anyRun') {
       like += '%';
-      regex += `${ONE_STORED_CHARACTER}*`;
+      spread += '%';
     } else if (token.kind === 'anyOne') {
       like += '_';
-      regex += ONE_STORED_CHARACTER;
+      spread += '___';
     } else {
       like += escapeLike(encodeText(token.text));
-      regex += escapeRegex(encodeText(token.text));
+      for (const char of token.text) spread += escapeLike(spreadCharacter(char));
     }
   }
-  return [storedPrefixLike(fixedStart), like, `${regex}$`];
+  return [like, spread];
 }
 
 /**
- * SQL matching `column` against a glob, given {@link globParameters} as `$n` placeholders.
- * The first `LIKE` narrows by the literal start (and can use the primary key index); keys
- * without escapes then match with the plain `LIKE`; escaped keys with a regular expression
- * in which an escape pair counts as one character.
+ * SQL matching the escaped stored key `column` against the spread `LIKE` pattern of
+ * {@link globMatchParameters} (`$n`). The key is first spread to three characters per key
+ * character, U+0001 then two characters that tell it:
+ *
+ * - an ordinary character c: U+0001 c c;
+ * - U+0000 (stored U+0001 "0"): U+0001 "01"; U+0001 (stored U+0001 "1"): U+0001 "10".
+ *
+ * U+0001 starts every character and appears nowhere else, so a literal (which starts with it)
+ * can only match at the start of a key character, `?` is `___`, and `*` (`%`) can only end
+ * where a key character ends; the two characters after U+0001 are equal for ordinary
+ * characters and differ for the escapes, so every key character has its own form. The
+ * spreading is one `regexp_replace` of a single-character class and two `replace`s: linear.
  */
-export function keyMatchSql(column: string, prefixLike: string, like: string, regex: string): string {
-  return `(${column} LIKE ${prefixLike} AND CASE WHEN strpos(${column}, chr(1)) = 0 THEN ${column} LIKE ${like} ELSE ${column} ~ ${regex} END)`;
+export function escapedKeyMatchSql(column: string, spreadLike: string): string {
+  const spread = `replace(replace(regexp_replace(${column}, '([^\\x01])', chr(1) || '\\1\\1', 'g'), chr(1) || chr(1) || '00', chr(1) || '01'), chr(1) || chr(1) || '11', chr(1) || '10')`;
+  return `${spread} LIKE ${spreadLike}`;
 }
 
-/** One key character in stored form: an escape pair, or any character but the escape. */
-const ONE_STORED_CHARACTER = `(?:${ESCAPE}[01]|[^${ESCAPE}])`;
-
-/** Escapes a literal for a PostgreSQL (ARE) regular expression; control characters stay raw (they are literal there). */
-function escapeRegex(literal: string): string {
-  return literal.replace(/[\\^$.*+?()[\]{}|]/g, (char) => `\\${char}`);
+/** One key character in the spread form of {@link escapedKeyMatchSql}. */
+function spreadCharacter(char: string): string {
+  if (char === '\u0000') return `${ESCAPE}01`;
+  if (char === ESCAPE) return `${ESCAPE}10`;
+  return `${ESCAPE}${char}${char}`;
 }

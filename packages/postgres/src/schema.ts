@@ -1,23 +1,35 @@
 import { createHash } from 'node:crypto';
-import { StowageError, describeValue } from '@stowage/core';
+import { StowageError } from '@stowage/core';
+import { describeValue } from '@stowage/core/adapter';
 import type { PostgresConnection, PostgresPool } from './connection.js';
-import { sqlState } from './errors.js';
+import { INSUFFICIENT_PRIVILEGE, READ_ONLY_TRANSACTION, sqlState } from './errors.js';
 
-/** The tables stowage creates, one per contract. */
-export type TableKind = 'kv' | 'snapshots' | 'locks' | 'cache' | 'circuitBreaker' | 'checkpoints' | 'idempotency';
+/** The tables stowage creates. */
+export type TableKind =
+  | 'kv'
+  | 'snapshots'
+  | 'workflowLocks'
+  | 'locks'
+  | 'cache'
+  | 'circuitBreaker'
+  | 'checkpoints'
+  | 'idempotency'
+  | 'processItems'
+  | 'processTransitions';
 
 export const DEFAULT_TABLE_NAMES: Readonly<Record<TableKind, string>> = {
   kv: 'awaitly_workflow_state',
   snapshots: 'awaitly_snapshots',
+  /** The leases of a snapshot store created with `lock` (awaitly's `WorkflowLock`). */
+  workflowLocks: 'awaitly_workflow_locks',
   locks: 'stowage_locks',
   cache: 'stowage_cache',
   circuitBreaker: 'stowage_circuit_breakers',
   checkpoints: 'stowage_checkpoints',
   idempotency: 'stowage_idempotency',
+  processItems: 'stowage_process_items',
+  processTransitions: 'stowage_process_transitions',
 };
-
-/** The lock table of a snapshot store created with `lock: {}` (same layout as `locks`). */
-export const DEFAULT_WORKFLOW_LOCK_TABLE = 'awaitly_workflow_locks';
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
@@ -55,6 +67,10 @@ export class TableName {
   constructor(table: string, schema?: string) {
     assertValidIdentifier(table, 'table');
     if (schema !== undefined) assertValidSchemaName(schema);
+    else if (table.toLowerCase().startsWith('pg_')) {
+      // pg_catalog comes first in every search_path: "pg_class" would be the system catalog.
+      throw new StowageError('E_INVALID_OPTION', `a table named "pg_…" needs a schema (unqualified, it names a system catalog), got ${describeValue(table)}`);
+    }
     this.table = table;
     this.schema = schema;
   }
@@ -64,14 +80,27 @@ export class TableName {
     return this.qualify(this.table);
   }
 
-  /** A quoted, schema-qualified name for an object belonging to this table (index, sequence). */
-  derived(suffix: string): string {
-    return this.qualify(derivedName(this.table, suffix));
+  /** `schema.table` or `table`, unquoted: how telemetry names the table (`db.collection.name`). */
+  get qualifiedName(): string {
+    return this.schema === undefined ? this.table : `${this.schema}.${this.table}`;
   }
 
-  /** The quoted name without schema (index names take none in CREATE INDEX). */
+  /** A quoted, schema-qualified name for an object belonging to this table (index, sequence). */
+  derived(suffix: string): string {
+    return this.qualify(this.derivedName(suffix));
+  }
+
+  /** The quoted name without schema (index and constraint names take none). */
   derivedUnqualified(suffix: string): string {
-    return quoteIdentifier(derivedName(this.table, suffix));
+    return quoteIdentifier(this.derivedName(suffix));
+  }
+
+  /** `table_suffix`, shortened with a hash when it would pass PostgreSQL's 63-byte identifier limit. */
+  derivedName(suffix: string): string {
+    const name = `${this.table}_${suffix}`;
+    if (name.length <= 63) return name;
+    const hash = createHash('sha256').update(this.table).digest('hex').slice(0, 8);
+    return `${this.table.slice(0, 63 - suffix.length - hash.length - 2)}_${hash}_${suffix}`;
   }
 
   /** Identifies the table in texts such as NOTIFY channel names. */
@@ -84,43 +113,92 @@ export class TableName {
   }
 }
 
-/** `table_suffix`, shortened with a hash when it would pass Postgres's 63-byte identifier limit. */
-function derivedName(table: string, suffix: string): string {
-  const name = `${table}_${suffix}`;
-  if (name.length <= 63) return name;
-  const hash = createHash('sha256').update(table).digest('hex').slice(0, 8);
-  return `${table.slice(0, 63 - suffix.length - hash.length - 2)}_${hash}_${suffix}`;
+/**
+ * The DDL of one table, as separate statements. Every statement is idempotent (IF NOT
+ * EXISTS): an existing table is left as it is, whatever its layout.
+ *
+ * Versions (key-value, snapshots) and fences (leases) come from a sequence of the table
+ * (`<table>_version_seq`, `<table>_fence_seq`), not from the row: a sequence never goes back,
+ * so a version is never reused for a key and a fence never repeats, also after rows are
+ * deleted.
+ */
+export function tableDdl(kind: TableKind, name: TableName): string[] {
+  const statements = [...tableOnlyDdl(kind, name)];
+  for (const [suffix, columns] of TABLE_INDEXES[kind]) {
+    statements.push(`CREATE INDEX IF NOT EXISTS ${name.derivedUnqualified(suffix)} ON ${name.sql} ${columns}`);
+  }
+  return statements;
 }
 
-/** The DDL of one table, as separate statements. Every statement is idempotent (IF NOT EXISTS). */
-export function tableDdl(kind: TableKind, name: TableName): string[] {
+/**
+ * The secondary indexes of each kind of table: name suffix and column list. (Adopting an
+ * existing table builds them with `CREATE INDEX CONCURRENTLY`, see adopt.ts.)
+ */
+export const TABLE_INDEXES: Readonly<Record<TableKind, ReadonlyArray<readonly [suffix: string, columns: string]>>> = {
+  kv: [
+    ['expires_at_idx', '(expires_at) WHERE expires_at IS NOT NULL'],
+    // recentEntries: createStatePersistence lists workflow state newest first, a page at a time.
+    ['recent_idx', '(updated_at DESC, key)'],
+  ],
+  snapshots: [['list_idx', '(prefix, updated_at DESC, id)']],
+  locks: [['expires_at_idx', '(expires_at)']],
+  workflowLocks: [['expires_at_idx', '(expires_at)']],
+  cache: [['prefix_expires_at_idx', '(prefix, expires_at) WHERE expires_at IS NOT NULL']],
+  circuitBreaker: [],
+  checkpoints: [],
+  idempotency: [['expires_at_idx', '(expires_at) WHERE expires_at IS NOT NULL']],
+  processItems: [
+    ['claimable_idx', '(process, state, lease_until)'],
+    ['state_idx', '(process, state, id)'],
+  ],
+  processTransitions: [['feed_idx', '(process, to_state, xid, seq)']],
+};
+
+/**
+ * The columns of a kind of table as its `CREATE TABLE` declares them, each with its type as
+ * PostgreSQL names it (`format_type`).
+ */
+export function tableColumns(kind: TableKind): Map<string, string> {
+  const create = tableOnlyDdl(kind, new TableName('t')).find((statement) => statement.startsWith('CREATE TABLE'))!;
+  // Column lines are indented two spaces and start with a lower-case name; constraints are upper case.
+  const columns = [...create.matchAll(/^ {2}"?([a-z_]+)"? (DOUBLE PRECISION|[A-Z0-9]+)/gm)];
+  return new Map(columns.map(([, name, type]) => [name!, TYPE_NAMES[type!] ?? type!.toLowerCase()]));
+}
+
+const TYPE_NAMES: Record<string, string> = { TIMESTAMPTZ: 'timestamp with time zone' };
+
+/** The sequence and table of a kind, without its secondary indexes. */
+function tableOnlyDdl(kind: TableKind, name: TableName): string[] {
   const t = name.sql;
-  const expiresIndex = `CREATE INDEX IF NOT EXISTS ${name.derivedUnqualified('expires_at_idx')} ON ${t} (expires_at) WHERE expires_at IS NOT NULL`;
+  const sequence = (suffix: string) => `CREATE SEQUENCE IF NOT EXISTS ${name.derived(suffix)} AS BIGINT`;
   switch (kind) {
     case 'kv':
       return [
+        sequence('version_seq'),
         `CREATE TABLE IF NOT EXISTS ${t} (
   key TEXT COLLATE "C" NOT NULL PRIMARY KEY,
   value TEXT NOT NULL,
-  version BIGINT NOT NULL DEFAULT 1,
+  version BIGINT NOT NULL,
   updated_at TIMESTAMPTZ NOT NULL DEFAULT date_trunc('milliseconds', now()),
   expires_at TIMESTAMPTZ
 )`,
-        expiresIndex,
       ];
     case 'snapshots':
       return [
+        sequence('version_seq'),
         `CREATE TABLE IF NOT EXISTS ${t} (
-  id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  prefix TEXT COLLATE "C" NOT NULL DEFAULT '',
+  id TEXT COLLATE "C" NOT NULL,
   snapshot JSON NOT NULL,
-  version BIGINT NOT NULL DEFAULT 1,
-  updated_at TIMESTAMPTZ NOT NULL DEFAULT date_trunc('milliseconds', now())
+  version BIGINT NOT NULL,
+  updated_at TIMESTAMPTZ NOT NULL DEFAULT date_trunc('milliseconds', now()),
+  PRIMARY KEY (prefix, id)
 )`,
-        `CREATE INDEX IF NOT EXISTS ${name.derivedUnqualified('updated_at_idx')} ON ${t} (updated_at DESC, id)`,
       ];
     case 'locks':
+    case 'workflowLocks':
       return [
-        `CREATE SEQUENCE IF NOT EXISTS ${name.derived('fence_seq')} AS BIGINT`,
+        sequence('fence_seq'),
         `CREATE TABLE IF NOT EXISTS ${t} (
   key TEXT COLLATE "C" NOT NULL PRIMARY KEY,
   owner TEXT NOT NULL,
@@ -128,17 +206,17 @@ export function tableDdl(kind: TableKind, name: TableName): string[] {
   acquired_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   expires_at TIMESTAMPTZ NOT NULL
 )`,
-        `CREATE INDEX IF NOT EXISTS ${name.derivedUnqualified('expires_at_idx')} ON ${t} (expires_at)`,
       ];
     case 'cache':
       return [
         `CREATE TABLE IF NOT EXISTS ${t} (
-  key TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+  prefix TEXT COLLATE "C" NOT NULL DEFAULT '',
+  key TEXT COLLATE "C" NOT NULL,
   value TEXT NOT NULL,
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-  expires_at TIMESTAMPTZ
+  expires_at TIMESTAMPTZ,
+  PRIMARY KEY (prefix, key)
 )`,
-        expiresIndex,
       ];
     case 'circuitBreaker':
       return [
@@ -160,10 +238,10 @@ export function tableDdl(kind: TableKind, name: TableName): string[] {
   sequence BIGINT NOT NULL,
   "timestamp" TIMESTAMPTZ NOT NULL,
   progress DOUBLE PRECISION NOT NULL,
-  data JSON NOT NULL,
+  data TEXT NOT NULL,
   estimated_time_remaining DOUBLE PRECISION,
   created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-  CONSTRAINT ${name.derivedUnqualified('task_sequence_key')} UNIQUE (task_id, sequence)
+  CONSTRAINT ${name.derivedUnqualified(CHECKPOINT_SEQUENCE_CONSTRAINT)} UNIQUE (task_id, sequence)
 )`,
       ];
     case 'idempotency':
@@ -176,10 +254,46 @@ export function tableDdl(kind: TableKind, name: TableName): string[] {
   updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
   expires_at TIMESTAMPTZ
 )`,
-        expiresIndex,
+      ];
+    case 'processItems':
+      return [
+        `CREATE TABLE IF NOT EXISTS ${t} (
+  process TEXT COLLATE "C" NOT NULL,
+  id TEXT COLLATE "C" NOT NULL,
+  state TEXT COLLATE "C" NOT NULL,
+  data JSON NOT NULL,
+  version BIGINT NOT NULL DEFAULT 1,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT,
+  lease_owner TEXT,
+  lease_until TIMESTAMPTZ,
+  created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  PRIMARY KEY (process, id)
+)`,
+      ];
+    case 'processTransitions':
+      return [
+        `CREATE TABLE IF NOT EXISTS ${t} (
+  seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  xid XID8 NOT NULL DEFAULT pg_current_xact_id(),
+  process TEXT COLLATE "C" NOT NULL,
+  item_id TEXT COLLATE "C" NOT NULL,
+  from_state TEXT COLLATE "C",
+  to_state TEXT COLLATE "C" NOT NULL,
+  version BIGINT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('create', 'advance', 'dead-letter')),
+  idempotency_key TEXT,
+  error TEXT,
+  at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  CONSTRAINT ${name.derivedUnqualified('item_version_key')} UNIQUE (process, item_id, version)
+)`,
       ];
   }
 }
+
+/** The unique constraint on a checkpoint's `(task_id, sequence)`, by which a conflict is told from a duplicate id. */
+export const CHECKPOINT_SEQUENCE_CONSTRAINT = 'task_sequence_key';
 
 export interface SchemaSqlOptions {
   /** Schema the tables live in (created if missing). Default: the connection's search_path. */
@@ -191,8 +305,9 @@ export interface SchemaSqlOptions {
 }
 
 /**
- * The exact DDL stowage runs when `autoCreate` is on, for migration tools. Every statement is
- * idempotent. Without `only`, it covers every table with its default or given name.
+ * The exact DDL stowage runs when `autoCreate` is on, for migration tools: every table the
+ * package can create (process tables included), each statement idempotent. Without `only`, it
+ * covers every table with its default or given name.
  */
 export function schemaSql(options: SchemaSqlOptions = {}): string {
   const kinds = options.only ?? (Object.keys(DEFAULT_TABLE_NAMES) as TableKind[]);
@@ -219,7 +334,72 @@ export function storeDdl(tables: ReadonlyArray<readonly [TableKind, TableName]>)
   return statements;
 }
 
-const created = new WeakMap<PostgresPool, Map<string, Promise<void>>>();
+/** The tables and sequences a store's statements use (quoted, qualified names), without which it cannot run. */
+export function storeObjects(tables: ReadonlyArray<readonly [TableKind, TableName]>): string[] {
+  return tables.flatMap(([kind, name]) => {
+    const sequence = SEQUENCES[kind];
+    return sequence === undefined ? [name.sql] : [name.sql, name.derived(sequence)];
+  });
+}
+
+/** The sequence each kind of table advances: versions of key-value entries and snapshots, fences of leases. */
+const SEQUENCES: Partial<Record<TableKind, string>> = {
+  kv: 'version_seq',
+  snapshots: 'version_seq',
+  locks: 'fence_seq',
+  workflowLocks: 'fence_seq',
+};
+
+/** What each kind of table needs granted: stowage reads, writes and deletes rows, and never changes a table. */
+const TABLE_PRIVILEGES: Record<TableKind, string> = {
+  kv: 'SELECT, INSERT, UPDATE, DELETE',
+  snapshots: 'SELECT, INSERT, UPDATE, DELETE',
+  workflowLocks: 'SELECT, INSERT, UPDATE, DELETE',
+  locks: 'SELECT, INSERT, UPDATE, DELETE',
+  cache: 'SELECT, INSERT, UPDATE, DELETE',
+  circuitBreaker: 'SELECT, INSERT, UPDATE, DELETE',
+  checkpoints: 'SELECT, INSERT, UPDATE, DELETE',
+  idempotency: 'SELECT, INSERT, UPDATE, DELETE',
+  processItems: 'SELECT, INSERT, UPDATE',
+  // The log is only appended to and read (its identity column needs no grant on its sequence).
+  processTransitions: 'SELECT, INSERT',
+};
+
+/**
+ * The `GRANT`s a role needs to run the stores on tables created from {@link schemaSql} (same
+ * options) by another role, with `autoCreate: false` or with the tables already there: `USAGE`
+ * on the schema, the row privileges on each table, and `USAGE` on the sequences stowage
+ * advances (`nextval`). Nothing else: no `CREATE`, no ownership.
+ */
+export function grantsSql(role: string, options: SchemaSqlOptions = {}): string {
+  if (typeof role !== 'string' || role === '' || role.includes('\u0000') || Buffer.byteLength(role) > 63) {
+    throw new StowageError('E_INVALID_OPTION', `role must be a role name (1 to 63 bytes, no U+0000), got ${describeValue(role)}`);
+  }
+  const grantee = quoteIdentifier(role);
+  const kinds = options.only ?? (Object.keys(DEFAULT_TABLE_NAMES) as TableKind[]);
+  const statements: string[] = [];
+  if (options.schema !== undefined) {
+    assertValidSchemaName(options.schema);
+    statements.push(`GRANT USAGE ON SCHEMA ${quoteIdentifier(options.schema)} TO ${grantee}`);
+  }
+  for (const kind of kinds) {
+    const table = new TableName(options.tables?.[kind] ?? DEFAULT_TABLE_NAMES[kind], options.schema);
+    statements.push(`GRANT ${TABLE_PRIVILEGES[kind]} ON TABLE ${table.sql} TO ${grantee}`);
+    const sequence = SEQUENCES[kind];
+    if (sequence !== undefined) statements.push(`GRANT USAGE ON SEQUENCE ${table.derived(sequence)} TO ${grantee}`);
+  }
+  return statements.map((statement) => `${statement};\n`).join('');
+}
+
+/** Every schema creation of the process is numbered, so a statement knows whether one started after it was sent. */
+let creations = 0;
+
+/** The number of the latest schema creation started in this process (see {@link ensureSchema}'s `newerThan`). */
+export function latestCreation(): number {
+  return creations;
+}
+
+const created = new WeakMap<PostgresPool, Map<string, { promise: Promise<void>; number: number }>>();
 
 /**
  * Runs `statements` once per pool and process. All of them travel in one round trip, as one
@@ -227,22 +407,31 @@ const created = new WeakMap<PostgresPool, Map<string, Promise<void>>>();
  * starting at once create each object exactly once and the rest wait, then find it there.
  * Nothing is held across statements, which keeps this safe behind PgBouncer in
  * transaction mode.
+ *
+ * A server that refuses the DDL because it is read-only (a standby, a failover target) or the
+ * role may not create objects is fine as long as every table and sequence of the store
+ * (`objects`) exists: then the store runs on them.
+ *
+ * `newerThan`: a statement sent after creation number `newerThan` found a table missing (it
+ * was dropped under the store). The statements run again unless a creation started since
+ * then, so the stores that saw it fail at the same time create it once.
  */
-export function ensureSchema(connection: PostgresConnection, statements: string[]): Promise<void> {
+export function ensureSchema(connection: PostgresConnection, statements: string[], objects: string[], newerThan?: number): Promise<void> {
   let byText = created.get(connection.pool);
   if (!byText) created.set(connection.pool, (byText = new Map()));
   const text = ["SELECT pg_advisory_xact_lock(hashtext('stowage schema'))", ...statements].join(';\n');
-  let done = byText.get(text);
-  if (!done) {
-    done = runDdl(connection, text);
-    byText.set(text, done);
-    // A failed attempt (server down) is retried by the next caller.
-    done.catch(() => byText.delete(text));
-  }
-  return done;
+  const current = byText.get(text);
+  if (current !== undefined && (newerThan === undefined || current.number > newerThan)) return current.promise;
+  const entry = { promise: runDdl(connection, text, objects), number: ++creations };
+  byText.set(text, entry);
+  // A failed attempt (server down) is retried by the next caller.
+  entry.promise.catch(() => {
+    if (byText.get(text) === entry) byText.delete(text);
+  });
+  return entry.promise;
 }
 
-async function runDdl(connection: PostgresConnection, text: string): Promise<void> {
+async function runDdl(connection: PostgresConnection, text: string, objects: string[]): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       await connection.query(text);
@@ -252,7 +441,13 @@ async function runDdl(connection: PostgresConnection, text: string): Promise<voi
       // stowage) can still race us: the object exists now, so another pass succeeds.
       const state = sqlState(error) ?? sqlState((error as { cause?: unknown }).cause);
       if (attempt < 3 && (state === '42P07' || state === '23505' || state === '42710')) continue;
+      if ((state === READ_ONLY_TRANSACTION || state === INSUFFICIENT_PRIVILEGE) && (await allExist(connection, objects))) return;
       throw error;
     }
   }
+}
+
+async function allExist(connection: PostgresConnection, objects: string[]): Promise<boolean> {
+  const { rows } = await connection.query('SELECT bool_and(to_regclass(name) IS NOT NULL) AS present FROM unnest($1::text[]) AS name', [objects]);
+  return rows[0].present === true;
 }

@@ -1,154 +1,380 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import pg from 'pg';
-import { clientConfigOf, type PostgresPool } from './connection.js';
+import type { PostgresPool } from './connection.js';
+import { sqlState } from './errors.js';
 import { quoteIdentifier } from './schema.js';
 
 /** How long the start-up probe waits for its own NOTIFY before deciding LISTEN does not work. */
 const PROBE_TIMEOUT = 2000;
-/** After the listening connection is lost, wait this long before opening another. */
-const RECONNECT_DELAY = 1000;
+/** After a failed attempt or a lost connection, wait this long before the next, doubling up to {@link MAX_RETRY_DELAY}. */
+const FIRST_RETRY_DELAY = 250;
+const MAX_RETRY_DELAY = 10_000;
+/** A probe that times out may have met a slow server: tried again this many times before giving up. */
+const PROBE_ATTEMPTS = 3;
+/** Keys announced while nobody here waited their turn, remembered per channel (see {@link Channel}). */
+const MAX_PENDING = 256;
+const FEATURE_NOT_SUPPORTED = '0A000';
 
 /**
- * One LISTEN connection per lock provider, opened on first need, that wakes waiting
- * acquisitions when a release of their key is announced with `pg_notify`.
- *
- * Whether LISTEN works is detected, not assumed: after LISTEN the connection sends itself a
- * probe NOTIFY through the pool. Behind PgBouncer in transaction mode, or PGlite through its
- * socket server (one shared session), the probe never reaches the listening connection;
- * wake-ups are then off and waiting falls back to polling.
+ * - `idle`: no connection, none wanted yet (no store waited or called `ready()`);
+ * - `connecting`, `live`: opening it, and open with every channel LISTENed;
+ * - `retrying`: an attempt failed or the connection was lost; the next attempt is scheduled;
+ * - `unsupported`: LISTEN cannot work here (a pooler in between, PGlite's shared session);
+ * - `closed`: the pool's last store closed, or the owner of the pool ended it.
  */
-export class ReleaseWakeups {
+type ListenerState = 'idle' | 'connecting' | 'live' | 'retrying' | 'unsupported' | 'closed';
+
+/**
+ * The one LISTEN connection of a pool, shared by every store on it that waits for wake-ups
+ * (lock providers, process backends), each on a channel of its own. It is a `pg.Client` that
+ * stowage owns for the whole session, opened like the pool's connections; it never keeps the
+ * process alive (its socket is unref'd).
+ *
+ * LISTEN only ever runs on a connection known to be the server's own session, decided before
+ * the first LISTEN and leaving nothing behind:
+ * - a pooler (PgBouncer, …) hands its clients backend keys of its own: when the process id the
+ *   connection was given at start-up is not `pg_backend_pid()`, a pooler is in between, and a
+ *   LISTEN there would stay on a pooled server session and leak NOTIFYs to other clients. No
+ *   LISTEN is sent; waits poll.
+ * - otherwise a probe, once: LISTEN on a channel of its own, NOTIFY through the pool, UNLISTEN.
+ *   If the NOTIFY reaches the sender instead (PGlite's socket server puts every client on one
+ *   session), LISTEN does not work here either; if it reaches nobody within two seconds, the
+ *   probe is tried again later, and after three such silences LISTEN is taken not to work.
+ *
+ * A connection that fails or is lost is opened again, with a growing delay; `live` is true only
+ * while it is open and listening. After it comes back, every wait is woken once (a release may
+ * have been announced in between).
+ */
+export class Listener {
   readonly #pool: PostgresPool;
-  readonly #channel: string;
-  readonly #waiters = new Map<string, Set<() => void>>();
+  /** Settings of the LISTEN connection: the pool's own, or those of `listenUrl`. */
+  readonly #config: object | undefined;
+  readonly #channels = new Map<string, Channel>();
+  #state: ListenerState = 'idle';
   #client: pg.Client | undefined;
-  #starting: Promise<boolean> | undefined;
-  #supported: boolean | undefined;
-  #probe: { token: string; resolve: (works: boolean) => void } | undefined;
-  #retryAt = 0;
-  #closed = false;
+  /** The channels LISTENed on {@link #client}. */
+  #listening = new Set<string>();
+  #attempt: Promise<void> | undefined;
+  #retryTimer: ReturnType<typeof setTimeout> | undefined;
+  #retryDelay = FIRST_RETRY_DELAY;
+  /** Bumped whenever the connection is given up, so an attempt in flight knows to stop. */
+  #generation = 0;
+  #probed = false;
+  #probeTimeouts = 0;
+  #everLive = false;
+  #probe: { channel: string; token: string; resolve: (outcome: ProbeOutcome) => void } | undefined;
 
-  constructor(pool: PostgresPool, channel: string) {
+  constructor(pool: PostgresPool, config: object | undefined) {
     this.#pool = pool;
-    this.#channel = channel;
+    this.#config = config;
   }
 
-  /** True once LISTEN was seen to work on this server. */
-  get supported(): boolean {
-    return this.#supported === true;
+  /** True while the connection is open and listening. */
+  get live(): boolean {
+    return this.#state === 'live';
   }
 
-  /** Opens the listening connection if needed; resolves whether wake-ups work. */
-  start(): Promise<boolean> {
-    if (this.#closed || this.#supported === false) return Promise.resolve(false);
-    if (this.#client) return Promise.resolve(true);
-    if (performance.now() < this.#retryAt) return Promise.resolve(this.supported);
-    this.#starting ??= this.#connect().finally(() => (this.#starting = undefined));
-    return this.#starting;
+  subscribe(channel: string): ReleaseWakeups {
+    let waiters = this.#channels.get(channel);
+    if (!waiters) {
+      this.#channels.set(channel, (waiters = new Channel()));
+      if (this.#state === 'live') this.#listen(this.#client!, [channel]);
+    }
+    waiters.subscribers++;
+    return new ReleaseWakeups(this, channel, waiters);
   }
 
-  /** Resolves when a release of `key` is announced; rejects with the reason when `signal` aborts. */
-  wait(key: string, signal: AbortSignal): Promise<void> {
-    void this.start();
-    return new Promise<void>((resolve, reject) => {
-      if (signal.aborted) return reject(signal.reason);
-      let waiters = this.#waiters.get(key);
-      if (!waiters) this.#waiters.set(key, (waiters = new Set()));
-      const done = () => {
-        waiters.delete(wake);
-        if (waiters.size === 0 && this.#waiters.get(key) === waiters) this.#waiters.delete(key);
-        signal.removeEventListener('abort', onAbort);
-      };
-      const wake = () => {
-        done();
-        resolve();
-      };
-      const onAbort = () => {
-        done();
-        reject(signal.reason);
-      };
-      waiters.add(wake);
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
+  /** A store's subscription ends; the connection closes with the last one (a later one opens it again). */
+  async unsubscribe(channel: string): Promise<void> {
+    const waiters = this.#channels.get(channel);
+    if (!waiters || --waiters.subscribers > 0) return;
+    this.#channels.delete(channel);
+    if (this.#channels.size === 0) {
+      if (this.#state !== 'unsupported' && this.#state !== 'closed') await this.#giveUp('idle');
+    } else if (this.#state === 'live' && this.#listening.delete(channel)) {
+      await this.#client!.query(`UNLISTEN ${quoteIdentifier(channel)}`).catch(() => undefined);
+    }
   }
 
-  async close(): Promise<void> {
-    this.#closed = true;
-    await this.#starting?.catch(() => undefined);
+  /** Opens the connection if none is open or being opened; resolves when that first attempt is over. */
+  start(): Promise<void> {
+    if (this.#channels.size > 0 && this.#state === 'idle') this.#attempt = this.#connect();
+    return this.#state === 'connecting' ? this.#attempt! : Promise.resolve();
+  }
+
+  /** For good: the pool's last store closed, or its owner ended it. */
+  close(): Promise<void> {
+    return this.#giveUp('closed');
+  }
+
+  async #giveUp(state: ListenerState): Promise<void> {
+    this.#generation++;
+    this.#state = state;
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = undefined;
+    this.#probe?.resolve('timeout');
     const client = this.#client;
     this.#client = undefined;
+    this.#listening = new Set();
     await client?.end().catch(() => undefined);
   }
 
-  async #connect(): Promise<boolean> {
-    const config = clientConfigOf(this.#pool);
-    if (!config) return (this.#supported = false);
-    // The pool's own settings (pg.Pool keeps the password non-enumerable: pass the object, never a copy).
-    const client = new pg.Client(config);
+  async #connect(): Promise<void> {
+    const generation = this.#generation;
+    const given = () => generation !== this.#generation;
+    this.#state = 'connecting';
+    const config = this.#config;
+    if (!config || typeof config !== 'object') return void (this.#state = 'unsupported');
+    // The settings object itself (pg.Pool keeps the password non-enumerable: never a copy).
+    const client = new pg.Client(config as pg.ClientConfig);
     client.on('error', () => this.#lost(client));
     client.on('end', () => this.#lost(client));
-    client.on('notification', (message) => {
-      if (message.channel !== this.#channel) return;
-      const payload = message.payload ?? '';
-      if (this.#probe?.token === payload) this.#probe.resolve(true);
-      else for (const wake of [...(this.#waiters.get(payload) ?? [])]) wake();
-    });
+    client.on('notification', (message) => this.#notified(message.channel, message.payload ?? ''));
     try {
       await client.connect();
-      await client.query(`LISTEN ${quoteIdentifier(this.#channel)}`);
-      if (this.#supported === undefined) {
-        const works = await this.#sendProbe();
-        this.#supported = works;
-        if (!works) {
-          await client.query(`UNLISTEN ${quoteIdentifier(this.#channel)}`).catch(() => undefined);
-          await client.end().catch(() => undefined);
-          return false;
-        }
-      }
-      if (this.#closed) {
+      // pg.Client.unref() (not in @types/pg): the socket never keeps the process alive.
+      (client as unknown as { unref(): void }).unref();
+      if (given()) return void (await client.end().catch(() => undefined));
+      const { rows } = await client.query('SELECT pg_backend_pid() AS pid');
+      if (Number(rows[0].pid) !== (client as unknown as { processID: number }).processID) {
+        // A pooler in between: never LISTEN through it (see the class comment).
         await client.end().catch(() => undefined);
-        return false;
+        if (!given()) this.#state = 'unsupported';
+        return;
       }
+      if (!this.#probed) {
+        const outcome = await this.#sendProbe(client);
+        if (outcome !== 'works' || given()) {
+          await client.end().catch(() => undefined);
+          if (given()) return;
+          // Reaching the sender is definite (a shared session); silence may be a slow server.
+          if (outcome === 'misrouted' || ++this.#probeTimeouts >= PROBE_ATTEMPTS) this.#state = 'unsupported';
+          else this.#retryLater();
+          return;
+        }
+        this.#probed = true;
+      }
+      const channels = [...this.#channels.keys()];
+      if (channels.length > 0) await client.query(channels.map((channel) => `LISTEN ${quoteIdentifier(channel)}`).join('; '));
+      if (given()) return void (await client.end().catch(() => undefined));
       this.#client = client;
-      return true;
-    } catch {
+      this.#listening = new Set(channels);
+      this.#state = 'live';
+      this.#retryDelay = FIRST_RETRY_DELAY;
+      // Channels subscribed while the LISTEN was on its way.
+      const late = [...this.#channels.keys()].filter((channel) => !this.#listening.has(channel));
+      if (late.length > 0) this.#listen(client, late);
+      // Releases announced while the connection was down were missed: let every wait look again.
+      if (this.#everLive) for (const waiters of this.#channels.values()) waiters.nudge();
+      this.#everLive = true;
+    } catch (error) {
       await client.end().catch(() => undefined);
-      this.#retryAt = performance.now() + RECONNECT_DELAY;
-      // A server without LISTEN support fails here on first try; a known-good one is retried later.
-      if (this.#supported === undefined) this.#supported = false;
-      return this.supported;
+      if (given()) return;
+      if (sqlState(error) === FEATURE_NOT_SUPPORTED) this.#state = 'unsupported';
+      else this.#retryLater();
     }
   }
 
-  /** NOTIFY through the pool and see who receives it: the listener (works) or the sender (shared session). */
-  async #sendProbe(): Promise<boolean> {
-    const token = `stowage-probe:${randomUUID()}`;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const outcome = new Promise<boolean>((resolve) => {
-      this.#probe = { token, resolve };
-      timer = setTimeout(() => resolve(false), PROBE_TIMEOUT);
-    });
-    const sender = await this.#pool.connect();
-    const misrouted = (message: { payload?: string }) => {
-      if (message.payload === token) this.#probe?.resolve(false);
-    };
-    const events = sender as unknown as Partial<EventEmitter>;
-    events.on?.('notification', misrouted);
-    try {
-      await sender.query('SELECT pg_notify($1, $2)', [this.#channel, token]);
-      return await outcome;
-    } finally {
-      clearTimeout(timer);
-      this.#probe = undefined;
-      events.off?.('notification', misrouted);
-      sender.release();
+  #listen(client: pg.Client, channels: string[]): void {
+    for (const channel of channels) this.#listening.add(channel);
+    const text = channels.map((channel) => `LISTEN ${quoteIdentifier(channel)}`).join('; ');
+    // A failure here means the connection failed: 'error'/'end' take it from there.
+    client.query(text).catch(() => this.#lost(client));
+  }
+
+  #retryLater(): void {
+    if (this.#channels.size === 0) {
+      this.#state = 'idle';
+      return;
     }
+    this.#state = 'retrying';
+    const generation = this.#generation;
+    this.#retryTimer = setTimeout(() => {
+      this.#retryTimer = undefined;
+      if (generation === this.#generation && this.#state === 'retrying') this.#attempt = this.#connect();
+    }, this.#retryDelay);
+    this.#retryTimer.unref();
+    this.#retryDelay = Math.min(this.#retryDelay * 2, MAX_RETRY_DELAY);
   }
 
   #lost(client: pg.Client): void {
     if (this.#client !== client) return;
     this.#client = undefined;
-    this.#retryAt = performance.now() + RECONNECT_DELAY;
+    this.#listening = new Set();
+    void client.end().catch(() => undefined);
+    this.#retryLater();
+  }
+
+  #notified(channel: string, payload: string): void {
+    const probe = this.#probe;
+    if (probe?.channel === channel) {
+      if (probe.token === payload) probe.resolve('works');
+      return;
+    }
+    this.#channels.get(channel)?.notify(payload);
+  }
+
+  /** LISTEN on a channel of the probe's own, NOTIFY through the pool, see who receives it, UNLISTEN. */
+  async #sendProbe(client: pg.Client): Promise<ProbeOutcome> {
+    const channel = `stowage_probe_${randomUUID().replaceAll('-', '')}`;
+    const token = randomUUID();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const outcome = new Promise<ProbeOutcome>((resolve) => {
+      this.#probe = { channel, token, resolve };
+      timer = setTimeout(() => resolve('timeout'), PROBE_TIMEOUT);
+    });
+    const misrouted = (message: { channel?: string; payload?: string }) => {
+      if (message.channel === channel) this.#probe?.resolve('misrouted');
+    };
+    let sender: Partial<EventEmitter> & { query: pg.Client['query']; release(): void } | undefined;
+    try {
+      await client.query(`LISTEN ${quoteIdentifier(channel)}`);
+      sender = (await this.#pool.connect()) as unknown as typeof sender;
+      sender!.on?.('notification', misrouted);
+      await sender!.query('SELECT pg_notify($1, $2)', [channel, token]);
+      return await outcome;
+    } finally {
+      clearTimeout(timer);
+      this.#probe = undefined;
+      sender?.off?.('notification', misrouted);
+      sender?.release();
+      await client.query(`UNLISTEN ${quoteIdentifier(channel)}`).catch(() => undefined);
+    }
+  }
+}
+
+/** What the probe NOTIFY did: reached the LISTEN connection, reached its sender, or nobody in time. */
+type ProbeOutcome = 'works' | 'misrouted' | 'timeout';
+
+/** One wait for a key: a lock waiting its turn (`fair`), or a feed that any announcement wakes. */
+interface Waiter {
+  /** When the wait began; turns go to the earliest. */
+  readonly since: number;
+  readonly fair: boolean;
+  wake(): void;
+}
+
+/**
+ * The waits on one channel, by key (the NOTIFY payload). An announcement wakes every feed
+ * waiting on the key and one lock waiter, the one waiting longest: a release hands the lock to
+ * one acquisition of this process rather than waking all of them to compete for it. A key
+ * announced while no lock waiter was registered (it was between two attempts) is remembered,
+ * so the next wait for it starts with another attempt at once.
+ */
+class Channel {
+  subscribers = 0;
+  readonly #waiters = new Map<string, Waiter[]>();
+  readonly #pending = new Set<string>();
+
+  /** Adds a wait in order of `since`; returns its removal. */
+  add(key: string, waiter: Waiter): () => void {
+    let list = this.#waiters.get(key);
+    if (!list) this.#waiters.set(key, (list = []));
+    let at = list.length;
+    while (at > 0 && list[at - 1]!.since > waiter.since) at--;
+    list.splice(at, 0, waiter);
+    return () => this.#remove(key, waiter);
+  }
+
+  notify(key: string): void {
+    const list = this.#waiters.get(key) ?? [];
+    const turn = list.find((waiter) => waiter.fair);
+    for (const waiter of list.filter((candidate) => !candidate.fair || candidate === turn)) {
+      this.#remove(key, waiter);
+      waiter.wake();
+    }
+    if (turn === undefined) {
+      this.#pending.delete(key);
+      this.#pending.add(key);
+      if (this.#pending.size > MAX_PENDING) this.#pending.delete(this.#pending.values().next().value!);
+    }
+  }
+
+  /** Whether `key` was announced while nobody waited its turn (and forgets it). */
+  takePending(key: string): boolean {
+    return this.#pending.delete(key);
+  }
+
+  /** After a reconnection: every feed, and the first lock waiter of every key, look again. */
+  nudge(): void {
+    for (const key of [...this.#waiters.keys()]) this.notify(key);
+  }
+
+  #remove(key: string, waiter: Waiter): void {
+    const list = this.#waiters.get(key);
+    const at = list?.indexOf(waiter) ?? -1;
+    if (at === -1) return;
+    list!.splice(at, 1);
+    if (list!.length === 0) this.#waiters.delete(key);
+  }
+}
+
+/**
+ * A store's wake-ups on its channel (a lock table's releases, a process backend's state
+ * entries), through the pool's one {@link Listener}.
+ */
+export class ReleaseWakeups {
+  readonly #listener: Listener;
+  readonly #channel: string;
+  readonly #waiters: Channel;
+  #closed = false;
+
+  constructor(listener: Listener, channel: string, waiters: Channel) {
+    this.#listener = listener;
+    this.#channel = channel;
+    this.#waiters = waiters;
+  }
+
+  /** True while the LISTEN connection is open and listening. */
+  get supported(): boolean {
+    return !this.#closed && this.#listener.live;
+  }
+
+  /** Opens the LISTEN connection if needed; resolves whether wake-ups work now. */
+  async start(): Promise<boolean> {
+    if (!this.#closed) await this.#listener.start();
+    return this.supported;
+  }
+
+  /** Resolves on the next announcement of `key`; rejects with the reason when `signal` aborts. */
+  wait(key: string, signal: AbortSignal): Promise<void> {
+    return this.#wait(key, signal, false, performance.now());
+  }
+
+  /**
+   * Resolves when it is this wait's turn after an announcement of `key`: the longest waiting
+   * (earliest `since`) of this process is woken first. A waiter that tries and fails waits
+   * again with its own `since`, so it keeps its place in line.
+   */
+  waitTurn(key: string, signal: AbortSignal, since: number): Promise<void> {
+    if (!signal.aborted && this.#waiters.takePending(key)) return Promise.resolve();
+    return this.#wait(key, signal, true, since);
+  }
+
+  close(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    this.#closed = true;
+    return this.#listener.unsubscribe(this.#channel);
+  }
+
+  #wait(key: string, signal: AbortSignal, fair: boolean, since: number): Promise<void> {
+    if (!this.#closed) void this.#listener.start();
+    return new Promise<void>((resolve, reject) => {
+      if (signal.aborted) return reject(signal.reason);
+      const onAbort = () => {
+        remove();
+        reject(signal.reason);
+      };
+      const remove = this.#waiters.add(key, {
+        since,
+        fair,
+        wake: () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        },
+      });
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
   }
 }

@@ -42,7 +42,9 @@ test('createPostgresPersistence works on PGlite', async () => {
 test('statements stay prepared on the shared session: each pg client gets names of its own', async () => {
   const table = `kv_${uniqueSuffix()}`;
   const first = new PostgresKeyValueStore({ ...options(), table });
-  const second = new PostgresKeyValueStore({ ...options(), table });
+  // Other settings (an application name of its own), so another pool: stores on the same
+  // settings would share the first one's.
+  const second = new PostgresKeyValueStore({ ...options(), applicationName: 'stowage-second', table });
   await first.set('a', '1');
   // The second pool's client meets the name the first one prepared (42P05) and names its own.
   expect(await second.get('a')).toBe('1');

@@ -268,7 +268,8 @@ describeServer('postgres server specifics', () => {
       expect(await kv.get(`single${i}`)).toBe(value);
       expect((await kv.getEntry(`single${i}`))?.value).toBe(value);
     }
-    expect(await kv.compareAndSet('k1', '\u0001\u0000', 1)).toBe(2);
+    const k1 = (await kv.getEntry('k1'))!.version;
+    expect(await kv.compareAndSet('k1', '\u0001\u0000', k1)).toBeGreaterThan(k1);
     expect(await kv.get('k1')).toBe('\u0001\u0000');
     const { rows } = await admin.query(`SELECT key, value, pg_typeof(value)::text AS type FROM ${tables.kv} WHERE key IN ('k0', 'k3')`);
     const stored = Object.fromEntries(rows.map((row: { key: string; value: string }) => [row.key, row.value]));
@@ -313,8 +314,8 @@ describeServer('postgres server specifics', () => {
       expect(counting.count, `${what}: ${counting.statements.join(' | ')}`).toBe(expected);
     };
 
-    // The first call also creates the table (once); every later call is one statement.
-    await statementsOf('first kv.get (with DDL)', () => kv.get('a'), 2);
+    // The first call also looks for an existing table and creates it (once); every later call is one statement.
+    await statementsOf('first kv.get (with the look and the DDL)', () => kv.get('a'), 3);
     const keys = Array.from({ length: 100 }, (_, i) => `k${i}`);
     await statementsOf('kv.get', () => kv.get('a'));
     await statementsOf('kv.set', () => kv.set('a', '1', { ttl: 60_000 }));
@@ -327,13 +328,15 @@ describeServer('postgres server specifics', () => {
     await statementsOf('kv.deleteMany(100)', () => kv.deleteMany(keys));
     await statementsOf('kv.getMany([])', () => kv.getMany([]), 0);
     await statementsOf('kv.getEntry', () => kv.getEntry('a'));
-    await statementsOf('kv.compareAndSet(null)', () => kv.compareAndSet('c', 'v', null));
-    await statementsOf('kv.compareAndSet(1)', () => kv.compareAndSet('c', 'v', 1));
+    let version = 0;
+    await statementsOf('kv.compareAndSet(null)', async () => (version = await kv.compareAndSet('c', 'v', null)));
+    await statementsOf('kv.compareAndSet(version)', () => kv.compareAndSet('c', 'v', version));
     await statementsOf('kv.clearExpired', () => kv.clearExpired());
 
     await snapshots.ready();
     await statementsOf('snapshots.save', () => snapshots.save('s', { formatVersion: 1 } as never));
-    await statementsOf('snapshots.save(expectedVersion)', () => snapshots.save('s', { formatVersion: 1 } as never, { expectedVersion: 1 }));
+    const saved = (await snapshots.loadVersioned('s'))!.version;
+    await statementsOf('snapshots.save(expectedVersion)', () => snapshots.save('s', { formatVersion: 1 } as never, { expectedVersion: saved }));
     await statementsOf('snapshots.load', () => snapshots.load('s'));
     await statementsOf('snapshots.loadVersioned', () => snapshots.loadVersioned('s'));
     await statementsOf('snapshots.list', () => snapshots.list({ limit: 10 }));
@@ -446,7 +449,7 @@ describeServer('postgres server specifics', () => {
     await pool.end();
   });
 
-  test('driver errors map to E_UNAVAILABLE and E_TIMEOUT with the driver error as cause', async () => {
+  test('driver errors map to E_UNAVAILABLE, E_TIMEOUT and E_INVALID_OPTION with the driver error as cause', async () => {
     const unreachable = new PostgresKeyValueStore({ url: 'postgresql://postgres@127.0.0.1:1/test', pool: { connectionTimeoutMillis: 2000 } });
     const refused = (await expectCode(unreachable.get('k'), 'E_UNAVAILABLE')) as Error;
     expect(refused.cause).toBeInstanceOf(Error);
@@ -474,10 +477,10 @@ describeServer('postgres server specifics', () => {
     }
     await kv.close();
 
-    // A missing table with autoCreate off says how to fix it.
+    // A missing table with autoCreate off is a configuration problem, and says how to fix it.
     const manual = new PostgresKeyValueStore({ url, table: `missing_${uniqueSuffix()}`, autoCreate: false });
-    const missing = (await expectCode(manual.get('k'), 'E_UNAVAILABLE')) as Error;
-    expect(missing.message).toMatch(/schemaSql/);
+    const missing = (await expectCode(manual.get('k'), 'E_INVALID_OPTION')) as Error;
+    expect(missing.message).toMatch(/missing.*autoCreate is false.*schemaSql/);
     await manual.close();
   });
 

@@ -1,8 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { ConformanceAdapter, ConformanceContext } from '@stowage/core/conformance';
 import pg from 'pg';
-import { PostgresKeyValueStore, PostgresProcessBackend, quoteIdentifier, type PostgresConnectionOptions } from '../src/index.js';
+import { quoteIdentifier } from '../src/index.js';
 import { uniqueSuffix } from './support/context.js';
 
 /** One test's tables: the two process tables and a key-value table for the cursors. */
@@ -16,30 +15,11 @@ export function processTables(suffix = uniqueSuffix()): ProcessTables {
   return { itemsTable: `pitems_${suffix}`, transitionsTable: `ptrans_${suffix}`, cursorTable: `pcursor_${suffix}` };
 }
 
+/** Drops the tables, and the version sequence of the cursor table. */
 export async function dropProcessTables(admin: pg.Pool, tables: ProcessTables): Promise<void> {
-  await admin.query(Object.values(tables).map((table) => `DROP TABLE IF EXISTS ${quoteIdentifier(table)}`).join(';\n'));
-}
-
-/**
- * The process conformance adapter: every test gets its own tables; every `process()` call
- * opens a new backend on them, like another process would.
- */
-export function postgresProcessAdapter(name: string, connection: () => PostgresConnectionOptions, admin: () => pg.Pool): ConformanceAdapter {
-  return {
-    name,
-    createContext(): ConformanceContext {
-      const tables = processTables();
-      return {
-        process: async () => {
-          const backend = new PostgresProcessBackend({ ...connection(), itemsTable: tables.itemsTable, transitionsTable: tables.transitionsTable });
-          await backend.ready(); // creates the tables and detects LISTEN, so `capabilities` is known
-          return backend;
-        },
-        kv: async () => new PostgresKeyValueStore({ ...connection(), table: tables.cursorTable }),
-        cleanup: () => dropProcessTables(admin(), tables),
-      };
-    },
-  };
+  const statements = Object.values(tables).map((table) => `DROP TABLE IF EXISTS ${quoteIdentifier(table)}`);
+  statements.push(`DROP SEQUENCE IF EXISTS ${quoteIdentifier(`${tables.cursorTable}_version_seq`)}`);
+  await admin.query(statements.join(';\n'));
 }
 
 const WORKER_SCRIPT = fileURLToPath(new URL('./state-machine-worker.ts', import.meta.url));

@@ -1,14 +1,15 @@
-import { describeProcess, expectCrashScenarioInvariants, runProcessCrashScenario } from '@stowage/core/conformance';
+import { expectCrashScenarioInvariants, runProcessCrashScenario } from '@stowage/core/conformance';
 import { startEmbeddedPostgres } from '@stowage/test-env';
 import pg from 'pg';
 import { afterAll, expect, test } from 'vitest';
 import { PostgresProcessBackend } from '../src/index.js';
-import { dropProcessTables, postgresProcessAdapter, processTables, spawnProcessWorker } from './state-machine-support.js';
+import { dropProcessTables, processTables, spawnProcessWorker } from './state-machine-support.js';
 
 /**
  * The state machine on embedded PGlite (its own process, reached through pglite-socket with
  * the real `pg` driver). LISTEN does not work through the socket multiplexer: the backend
- * detects that and its feeds poll.
+ * detects that and its feeds poll. The process conformance cases run with the others in
+ * conformance.pglite.test.ts; this file adds the multi-process crash test.
  */
 const embedded = await startEmbeddedPostgres({ separateProcess: true, maxConnections: 32 });
 console.log(`[stowage postgres] state-machine backend: ${embedded.label}`);
@@ -19,8 +20,6 @@ afterAll(async () => {
   await pool.end();
   await embedded.stop();
 });
-
-describeProcess(postgresProcessAdapter(`postgres (${embedded.label})`, () => ({ pool }), () => pool));
 
 test('PGlite: a worker process SIGKILLed mid-item loses nothing (multi-process crash test)', { timeout: 180_000 }, async () => {
   const tables = processTables();

@@ -1,11 +1,15 @@
-import { describeProcess, expectCrashScenarioInvariants, runProcessCrashScenario } from '@stowage/core/conformance';
+import { expectCrashScenarioInvariants, runProcessCrashScenario } from '@stowage/core/conformance';
 import { findPostgresServer } from '@stowage/test-env';
 import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
 import { PostgresProcessBackend } from '../src/index.js';
-import { dropProcessTables, postgresProcessAdapter, processTables, spawnProcessWorker } from './state-machine-support.js';
+import { dropProcessTables, processTables, spawnProcessWorker } from './state-machine-support.js';
 
-/** The state machine on a real PostgreSQL server, with LISTEN/NOTIFY wake-ups. */
+/**
+ * The state machine on a real PostgreSQL server, with LISTEN/NOTIFY wake-ups. The process
+ * conformance cases run with the others in conformance.server.test.ts; this file adds what
+ * they cannot see: LISTEN detection, the DDL and the multi-process crash test.
+ */
 const server = await findPostgresServer();
 
 if (server === null) {
@@ -17,8 +21,6 @@ if (server === null) {
     await admin.end();
     await server.stop();
   });
-
-  describeProcess(postgresProcessAdapter(`postgres (${server.label})`, () => ({ url: server.url, pool: { max: 3 } }), () => admin));
 
   test('LISTEN/NOTIFY wake-ups are detected on a real server', async () => {
     const tables = processTables();
@@ -37,7 +39,7 @@ if (server === null) {
     const options = { url: server.url, itemsTable: tables.itemsTable, transitionsTable: tables.transitionsTable };
     const manual = new PostgresProcessBackend({ ...options, autoCreate: false });
     try {
-      await expect(manual.getItem('p', 'x')).rejects.toMatchObject({ code: 'E_UNAVAILABLE' });
+      await expect(manual.getItem('p', 'x')).rejects.toMatchObject({ code: 'E_INVALID_OPTION' }); // missing tables: configuration
       await admin.query(manual.schemaSql());
       await admin.query(manual.schemaSql()); // idempotent
       expect((await manual.createItem({ process: 'p', id: 'x', state: 'a', data: {} })).created).toBe(true);

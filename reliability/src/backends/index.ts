@@ -1,4 +1,4 @@
-import { findMongoServer, findPostgresServer, isCI, startEmbeddedPostgres } from '@stowage/test-env';
+import { findMongoServer, findPgBouncer, findPostgresServer, isCI, startEmbeddedPostgres, startJongodb } from '@stowage/test-env';
 import type { Backend, BackendName, BackendTarget } from './types.ts';
 
 /** Opens a backend from its target; workers call this with what their parent sent them. */
@@ -8,8 +8,10 @@ export async function openBackend(target: BackendTarget): Promise<Backend> {
       return (await import('./memory.ts')).memoryBackend(target);
     case 'pglite':
     case 'postgres':
+    case 'pgbouncer':
       return (await import('./postgres.ts')).postgresBackend(target);
     case 'mongo':
+    case 'jongodb':
       return (await import('./mongo.ts')).mongoBackend(target);
   }
 }
@@ -37,9 +39,21 @@ export async function findTarget(name: BackendName, namespace: string): Promise<
         if (!found) return missing('no PostgreSQL server (set STOWAGE_POSTGRES_URL)');
         return { name, target: { name, label: found.label, url: found.url, namespace }, stop: () => found.stop() };
       }
+      case 'pgbouncer': {
+        // The same adapter and server, every connection through PgBouncer in transaction mode.
+        const found = await findPgBouncer();
+        if (!found) return missing('no PgBouncer (set STOWAGE_PGBOUNCER_URL; `.ci/pgbouncer.sh start` prints one)');
+        return { name, target: { name, label: found.label, url: found.url, namespace }, stop: () => found.stop() };
+      }
       case 'mongo': {
         const found = await findMongoServer();
         if (!found) return missing('no MongoDB server (set STOWAGE_MONGO_URL)');
+        return { name, target: { name, label: found.label, url: found.url, namespace }, stop: () => found.stop() };
+      }
+      case 'jongodb': {
+        // The second MongoDB-wire stand-in, always there (an npm binary): atomic updates, so the
+        // lock-safety and lost-updates rows run on it, unlike on FerretDB 1.x.
+        const found = await startJongodb();
         return { name, target: { name, label: found.label, url: found.url, namespace }, stop: () => found.stop() };
       }
     }

@@ -15,7 +15,7 @@ export function memoryBackend(target: BackendTarget): Backend {
     crossProcess: false,
     address: null,
     kv: async () => new MemoryKeyValueStore({ storage }),
-    snapshots: async () => new MemorySnapshotStore<JsonObject>({ storage }),
+    snapshots: async (options?: OpenOptions) => new MemorySnapshotStore<JsonObject>({ storage, ...(options?.prefix !== undefined ? { prefix: options.prefix } : {}) }),
     locks: async () => new MemoryLockProvider({ storage }),
     cache: async (options?: OpenOptions) => new MemoryCacheProvider({ storage, prefix: options?.prefix ?? 'cache:' }),
     guard: async () => guard,

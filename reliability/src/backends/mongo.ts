@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
-import { MongoClient, type MongoClientOptions } from 'mongodb';
+import { MongoClient, type Db, type MongoClientOptions } from 'mongodb';
 import type { JsonObject } from '@stowage/core';
 import { MongoCacheProvider, MongoKeyValueStore, MongoLockProvider, MongoSnapshotStore } from '@stowage/mongo';
 import { MongoGuardStore } from '../guard.ts';
 import type { Backend, BackendTarget, CanaryAccess, OpenOptions, SharedConnection } from './types.ts';
 
 /**
- * `@stowage/mongo` against the server of STOWAGE_MONGO_URL (FerretDB in this project's CI).
- * The run's collections live in a database of its own, named by the namespace.
+ * `@stowage/mongo` against the server of STOWAGE_MONGO_URL (FerretDB in this project's CI), or
+ * (row `jongodb`) against jongodb, the second stand-in, started for the run. The run's
+ * collections live in a database of its own, named by the namespace.
  */
 export function mongoBackend(target: BackendTarget): Backend & { canary: CanaryAccess } {
   const url = target.url!;
@@ -35,7 +36,8 @@ export function mongoBackend(target: BackendTarget): Backend & { canary: CanaryA
     address: { host: endpoint.hostname, port: Number(endpoint.port || 27017) },
     timeoutSettings: 'clientOptions: { serverSelectionTimeoutMS, connectTimeoutMS, socketTimeoutMS }',
     kv: async (open) => new MongoKeyValueStore(options(open)),
-    snapshots: async (open) => new MongoSnapshotStore<JsonObject>(options(open)),
+    snapshots: async (open) =>
+      new MongoSnapshotStore<JsonObject>({ ...options(open), ...(open?.prefix !== undefined ? { prefix: open.prefix } : {}) }),
     locks: async (open) => new MongoLockProvider(options(open)),
     cache: async (open) => new MongoCacheProvider({ ...options(open), prefix: open?.prefix ?? 'cache:' }),
     guard: async () => {
@@ -49,7 +51,9 @@ export function mongoBackend(target: BackendTarget): Backend & { canary: CanaryA
     // FerretDB one busy database elsewhere can block it.
     cleanup: () =>
       withMongo(url, async (client) => {
-        for (const name of [target.namespace, `${target.namespace}_by`, `${target.namespace}_canary`]) await client.db(name).dropDatabase();
+        for (const name of [target.namespace, `${target.namespace}_by`, `${target.namespace}_canary`]) {
+          await client.db(name).dropDatabase().catch(ignoreMissingCommand); // jongodb has none: it is stopped after the run
+        }
       }),
     close: async () => {},
     canary: mongoCanary(url, target.namespace),
@@ -91,6 +95,21 @@ async function probeAtomicity(url: string, namespace: string): Promise<string | 
   }
 }
 
+/** `CommandNotFound` (59): a server without the command (jongodb: no dropDatabase, no listCollections). */
+function ignoreMissingCommand(error: unknown): void {
+  if ((error as { code?: unknown }).code !== 59) throw error;
+}
+
+/** The database's collections; where the server cannot list them (jongodb), the ones the check writes. */
+async function collectionNames(db: Db, known: string[]): Promise<string[]> {
+  try {
+    return (await db.listCollections({}, { nameOnly: true }).toArray()).map((c) => c.name).sort();
+  } catch (error) {
+    ignoreMissingCommand(error);
+    return known;
+  }
+}
+
 export async function withMongo<T>(url: string, fn: (client: MongoClient) => Promise<T>): Promise<T> {
   const client = new MongoClient(url, { appName: 'stowage-reliability-admin' });
   await client.connect();
@@ -123,13 +142,13 @@ function mongoCanary(url: string, namespace: string): CanaryAccess {
         const parts: unknown[] = [];
         for (const name of [canaryDb, `${namespace}_by`]) {
           const db = client.db(name);
-          const collections = (await db.listCollections({}, { nameOnly: true }).toArray()).map((c) => c.name).sort();
+          const collections = await collectionNames(db, name === canaryDb ? ['canary'] : ['workflow_state', 'awaitly_snapshots']);
           for (const collection of collections) {
             parts.push(name, collection, await db.collection(collection).find({}).sort({ _id: 1 }).toArray());
           }
         }
         return createHash('sha256').update(JSON.stringify(parts)).digest('hex');
       }),
-    remove: () => withMongo(url, (client) => client.db(canaryDb).dropDatabase().then(() => undefined)),
+    remove: () => withMongo(url, (client) => client.db(canaryDb).dropDatabase().then(() => undefined, ignoreMissingCommand)),
   };
 }

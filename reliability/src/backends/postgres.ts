@@ -42,7 +42,8 @@ export function postgresBackend(target: BackendTarget): Backend & { canary: Cana
     address: { host: endpoint.hostname, port: Number(endpoint.port || 5432) },
     timeoutSettings: 'pool: { connectionTimeoutMillis, query_timeout }',
     kv: async (open) => new PostgresKeyValueStore(options(open)),
-    snapshots: async (open) => new PostgresSnapshotStore<JsonObject>(options(open)),
+    snapshots: async (open) =>
+      new PostgresSnapshotStore<JsonObject>({ ...options(open), ...(open?.prefix !== undefined ? { prefix: open.prefix } : {}) }),
     locks: async (open) => new PostgresLockProvider(options(open)),
     cache: async (open) => new PostgresCacheProvider({ ...options(open), prefix: open?.prefix ?? 'cache:' }),
     guard: () => PostgresGuardStore.open(url, target.namespace, 'reliability_guard', true),

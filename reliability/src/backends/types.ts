@@ -1,9 +1,14 @@
 import type { CacheProvider, JsonObject, KeyValueStore, LockProvider, SnapshotStore } from '@stowage/core';
 import type { GuardStore } from '../guard.ts';
 
-export type BackendName = 'memory' | 'pglite' | 'postgres' | 'mongo';
+export type BackendName = 'memory' | 'pglite' | 'postgres' | 'pgbouncer' | 'mongo' | 'jongodb';
 
-export const ALL_BACKENDS: readonly BackendName[] = ['memory', 'pglite', 'postgres', 'mongo'];
+export const ALL_BACKENDS: readonly BackendName[] = ['memory', 'pglite', 'postgres', 'pgbouncer', 'mongo', 'jongodb'];
+
+/** The backends that run `@stowage/postgres` (a server, embedded PGlite, or a server behind PgBouncer). */
+export const POSTGRES_BACKENDS: readonly BackendName[] = ['pglite', 'postgres', 'pgbouncer'];
+/** The backends that run `@stowage/mongo`. */
+export const MONGO_BACKENDS: readonly BackendName[] = ['mongo', 'jongodb'];
 
 /**
  * Everything a worker process needs to open the same backend as its parent: plain data, sent
@@ -30,7 +35,7 @@ export interface OpenOptions {
   table?: string;
   /** Schema (Postgres) or database (MongoDB) name, instead of the run's namespace. */
   schema?: string;
-  /** Key prefix for caches. */
+  /** Namespace prefix of a cache or snapshot store. */
   prefix?: string;
 }
 

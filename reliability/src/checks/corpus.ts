@@ -19,7 +19,7 @@ import {
   type SnapshotStore,
   type StowageErrorCode,
 } from '@stowage/core';
-import type { BackendName, OpenOptions } from '../backends/types.ts';
+import { ALL_BACKENDS, MONGO_BACKENDS, POSTGRES_BACKENDS, type BackendName, type OpenOptions } from '../backends/types.ts';
 import { describeError } from '../report.ts';
 
 export type Outcome = 'roundtrip' | StowageErrorCode;
@@ -310,8 +310,8 @@ const cyclic = () => {
   return value;
 };
 
-const POSTGRES: readonly BackendName[] = ['pglite', 'postgres'];
-const MONGO: readonly BackendName[] = ['mongo'];
+const POSTGRES = POSTGRES_BACKENDS;
+const MONGO = MONGO_BACKENDS;
 
 export function buildCorpus(canaryName: string): CorpusCase[] {
   const cases: CorpusCase[] = [];
@@ -355,7 +355,10 @@ export function buildCorpus(canaryName: string): CorpusCase[] {
     ['path-traversal', '../../etc/passwd'],
     ['sql-sleep', "x' OR pg_sleep(5) IS NULL --"],
   ];
-  for (const [name, key] of validKeys) add(`key/${name}`, RT, keyRoundTrip(key));
+  // jongodb orders strings by UTF-16 code units, not by UTF-8 bytes (MongoDB's order), so a range
+  // whose bound follows U+FFFF (the next code point, U+10000) is empty there.
+  const notJongodb = { only: ALL_BACKENDS.filter((backend) => backend !== 'jongodb') };
+  for (const [name, key] of validKeys) add(`key/${name}`, RT, keyRoundTrip(key), name === 'noncharacter' ? notJongodb : {});
   add('key/1024-bytes-ascii', RT, keyRoundTrip('k'.repeat(1024), ['kv', 'snapshots', 'locks']));
   add('key/1024-bytes-multibyte', RT, keyRoundTrip(`${'€'.repeat(341)}a`, ['kv', 'snapshots', 'locks']));
   add('key/nfc-vs-nfd-distinct', RT, async (t) =>
@@ -585,7 +588,10 @@ export function buildCorpus(canaryName: string): CorpusCase[] {
     ['regex-dotstar', '.*', []],
     ['many-stars-no-match', `${'*a'.repeat(12)}*c`, []],
   ];
-  for (const [name, pattern, expected] of patterns) add(`pattern/${name}`, RT, patternCase(pattern, expected));
+  for (const [name, pattern, expected] of patterns) {
+    // jongodb's regular expressions backtrack without bound: this pattern stalls the whole server there.
+    add(`pattern/${name}`, RT, patternCase(pattern, expected), name === 'many-stars-no-match' ? notJongodb : {});
+  }
   add('pattern/dangling-escape', BAD_KEY, patternRefused('a\\'));
   add('pattern/number', BAD_KEY, patternRefused(42));
   add('pattern/operator-object', BAD_KEY, patternRefused({ $regex: '.*' }));

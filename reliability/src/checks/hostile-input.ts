@@ -11,7 +11,7 @@
 import type { JsonObject, KeyValueStore, SnapshotStore } from '@stowage/core';
 import type { Budget } from '../config.ts';
 import type { BackendReport } from '../report.ts';
-import type { Backend, CanaryAccess } from '../backends/types.ts';
+import { POSTGRES_BACKENDS, type Backend, type CanaryAccess } from '../backends/types.ts';
 import { startWorker, type Role } from '../workers.ts';
 import { formatMs } from '../util.ts';
 import { buildCorpus, classify, PATTERN_SEEDS, type CorpusTools } from './corpus.ts';
@@ -183,7 +183,7 @@ export async function hostileInput(backend: Backend, report: BackendReport, budg
 
 /** A hostile schema name that the adapter accepted created a schema outside the namespace: drop it (never a system schema). */
 async function dropHostileNamespaces(backend: Backend): Promise<void> {
-  if (backend.target.name !== 'postgres' && backend.target.name !== 'pglite') return;
+  if (!POSTGRES_BACKENDS.includes(backend.target.name)) return;
   await withClient(backend.target.url!, async (client) => {
     const { rows } = await client.query<{ name: string }>(
       `SELECT quote_ident(nspname) AS name FROM pg_namespace WHERE nspname LIKE 'public;%'`,

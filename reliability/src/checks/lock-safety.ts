@@ -14,6 +14,7 @@ import type { BackendReport } from '../report.ts';
 import type { Backend } from '../backends/types.ts';
 import { formatMs, freezeProcess, pick, randomInt, sleep } from '../util.ts';
 import { runWorkers, type Role } from '../workers.ts';
+import { rawListenLeaks, startPlainClients, wakeupsAfterReady, type PlainClients } from './pooler.ts';
 
 export interface ContenderParams {
   keys: string[];
@@ -232,7 +233,24 @@ export async function measureLockSafety(backend: Backend, budget: Budget['lock']
 
 export async function lockSafety(backend: Backend, report: BackendReport, budget: Budget['lock']): Promise<void> {
   const check = 'lock safety';
-  const f = await measureLockSafety(backend, budget);
+  // Behind a transaction pooler: wake-ups must be found unavailable, and no NOTIFY may reach
+  // the pooler's other clients while the locks are hammered (see pooler.ts).
+  const pooler = backend.target.name === 'pgbouncer';
+  let plain: PlainClients | null = null;
+  if (pooler) {
+    const wakeups = await wakeupsAfterReady(backend);
+    report.expect(check, 'wake-ups through the pooler (capabilities.wakeups after ready())', wakeups ? 'on' : 'off', 'off (polling)', !wakeups);
+    const leaked = await rawListenLeaks(backend.target.url!, `${backend.target.namespace}_leak_probe`);
+    report.expect(check, 'detector: raw LISTEN through the pooler → notifications to plain clients', leaked, '≥ 1', leaked >= 1);
+    plain = await startPlainClients(backend.target.url!, 3);
+  }
+  let f: LockFigures;
+  let seen: Awaited<ReturnType<PlainClients['stop']>> | undefined;
+  try {
+    f = await measureLockSafety(backend, budget);
+  } finally {
+    seen = await plain?.stop();
+  }
   const who = backend.crossProcess
     ? `${budget.processes} OS processes × ${budget.acquisitionsPerProcess}`
     : `${budget.processes} async workers × ${budget.acquisitionsPerProcess} (one process: memory is not cross-process)`;
@@ -251,5 +269,9 @@ export async function lockSafety(backend: Backend, report: BackendReport, budget
   report.expect(check, 'fenced writes accepted = guard counter', `${f.writesAccepted} = ${f.guardWrites}`, 'equal', f.writesAccepted === f.guardWrites);
   report.info(check, 'withLock calls that reported E_LOCK_LOST', f.leaseLostReported);
   report.info(check, 'acquire waits that timed out (retried)', f.waitTimeouts);
+  if (seen) {
+    report.expect(check, `notifications leaked to other pooler clients (${seen.transactions} transactions)`, seen.notifications, '= 0', seen.notifications === 0);
+    if (seen.notifications > 0) report.note(`lock safety: plain pooler clients received notifications on ${seen.channels.join(', ')}`);
+  }
   report.info(check, 'duration', formatMs(f.durationMs));
 }

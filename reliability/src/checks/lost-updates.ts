@@ -2,7 +2,7 @@
  * Lost updates: writers increment one counter with read, compare-and-set, retry on
  * E_VERSION_CONFLICT — once on a key-value entry (`compareAndSet` with its version) and once
  * on a snapshot (`save` with `expectedVersion`). Proves: the final count is exactly the number
- * of increments acknowledged (none lost, none applied twice) and versions advanced by one per write.
+ * of increments acknowledged (none lost, none applied twice) and versions advanced at least once per write.
  */
 import { isStowageError } from '@stowage/core';
 import type { Budget } from '../config.ts';
@@ -146,11 +146,13 @@ export async function lostUpdates(backend: Backend, report: BackendReport, budge
   const who = backend.crossProcess ? `${budget.writers} OS processes` : `${budget.writers} async writers (one process)`;
   report.expect(check, `kv compareAndSet increments acknowledged (${who} × ${budget.increments})`, f.kvDone, `= ${f.target}`, f.kvDone === f.target);
   report.expect(check, 'kv final value − acknowledged (lost < 0, doubled > 0)', f.kvFinal - f.kvDone, '= 0', f.kvFinal === f.kvDone);
-  report.expect(check, 'kv version advanced by', f.kvVersionDelta, '= acknowledged', f.kvVersionDelta === f.kvDone);
+  // Versions grow with every write and are never reused (a sequence, a hybrid clock), but they
+  // are not "+1 per write": at least one step per acknowledged write.
+  report.expect(check, 'kv version advanced by', f.kvVersionDelta, '≥ acknowledged', f.kvVersionDelta >= f.kvDone);
   report.info(check, 'kv E_VERSION_CONFLICT retries', f.kvConflicts);
   report.expect(check, 'snapshot save(expectedVersion) increments acknowledged', f.snapshotDone, `= ${f.target}`, f.snapshotDone === f.target);
   report.expect(check, 'snapshot final count − acknowledged', f.snapshotFinal - f.snapshotDone, '= 0', f.snapshotFinal === f.snapshotDone);
-  report.expect(check, 'snapshot version advanced by', f.snapshotVersionDelta, '= acknowledged', f.snapshotVersionDelta === f.snapshotDone);
+  report.expect(check, 'snapshot version advanced by', f.snapshotVersionDelta, '≥ acknowledged', f.snapshotVersionDelta >= f.snapshotDone);
   report.info(check, 'snapshot E_VERSION_CONFLICT retries', f.snapshotConflicts);
   report.info(check, 'duration', formatMs(f.durationMs));
 }

@@ -56,6 +56,12 @@ export async function outage(backend: Backend, report: BackendReport, budget: Bu
     report.notApplicable(check, 'in-process adapter: there is no connection to cut');
     return;
   }
+  if (backend.target.name === 'jongodb') {
+    // Through the proxy the driver must connect directly (or it finds the server's own address
+    // and goes around the proxy), and on a direct connection it reads with primaryPreferred.
+    report.notApplicable(check, "jongodb refuses every read preference but 'primary', which a direct connection (needed to stay behind the proxy) does not send");
+    return;
+  }
   report.info(check, `client timeouts: ${backend.timeoutSettings ?? 'timeoutMs'} each`, formatMs(budget.timeoutMs));
   for (const mode of ['reset', 'blackhole'] as const) {
     const proxy = await TcpProxy.start(backend.address);
@@ -92,7 +98,7 @@ export async function outage(backend: Backend, report: BackendReport, budget: Bu
 /** The backend's URL; for MongoDB, pinned to the one host so the driver cannot route around the proxy. */
 function proxyUrl(backend: Backend): string {
   const url = backend.target.url!;
-  if (backend.target.name !== 'mongo') return url;
+  if (backend.target.name !== 'mongo' && backend.target.name !== 'jongodb') return url;
   const parsed = new URL(url);
   parsed.searchParams.set('directConnection', 'true');
   return parsed.toString();

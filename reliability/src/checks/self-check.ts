@@ -7,24 +7,30 @@
  * - a lock whose fence starts over after a release → the guard must reject current holders or
  *   see fences out of grant order;
  * - a compare-and-set that ignores the version → lost updates must see lost increments;
- * - the TCP proxy, cut, must make a connection through it fail, and pass again once restored.
+ * - the TCP proxy, cut, must make a connection through it fail, and pass again once restored;
+ * - versions that start over after a delete → versions must see stale writes accepted;
+ * - prefixes glued to the key → namespaces must see entries cross between prefixes;
+ * - a close() that abandons calls, and one that drops acknowledged writes → shutdown must see
+ *   calls left pending and writes lost;
+ * - a lock that ignores the abort signal → shutdown must see leases left behind and withLock
+ *   bodies started after the abort.
+ *
+ * The detectors that need a server (notifications leaked through PgBouncer, deadlocks of
+ * caller-order batches, connections counted in pg_stat_activity) prove themselves on that
+ * server, in the backend's own table ("detector: …" rows).
  */
 import net from 'node:net';
+import type { KeyValueSetOptions, KeyValueStore } from '@stowage/core';
+import { LockProviderBase, type LeaseDriver } from '@stowage/core/adapter';
 import {
-  acquireWithWait,
-  parseAcquireArgs,
-  runWithLock,
-  StowageLockHandle,
-  type AcquireOptions,
-  type KeyValueSetOptions,
-  type KeyValueStore,
-  type Lease,
-  type LeaseOperations,
-  type LockHandle,
-  type LockProvider,
-  type WithLockOptions,
-} from '@stowage/core';
-import { MEMORY_CAPABILITIES, MemoryKeyValueStore, createMemoryStorage } from '@stowage/core/memory';
+  MEMORY_CAPABILITIES,
+  MemoryCacheProvider,
+  MemoryKeyValueStore,
+  MemoryLockProvider,
+  MemorySnapshotStore,
+  createMemoryStorage,
+} from '@stowage/core/memory';
+import type { JsonObject } from '@stowage/core';
 import type { Budget } from '../config.ts';
 import { TcpProxy } from '../proxy.ts';
 import type { BackendReport } from '../report.ts';
@@ -32,72 +38,69 @@ import type { Backend } from '../backends/types.ts';
 import { memoryBackend } from '../backends/memory.ts';
 import { measureLockSafety } from './lock-safety.ts';
 import { measureLostUpdates } from './lost-updates.ts';
+import {
+  AbandoningKv,
+  AbortIgnoringLocks,
+  GluedPrefixCache,
+  GluedPrefixSnapshots,
+  RestartingVersionsKv,
+  RestartingVersionsSnapshots,
+  WriteBehindKv,
+} from './flawed.ts';
+import { measureNamespaces } from './namespaces.ts';
+import { measureAbortRace, measureClose, type ShutdownKv, type ShutdownStores } from './shutdown.ts';
+import { measureVersions } from './versions.ts';
 
 type LockFlaw = 'grants-held-keys' | 'fence-restarts';
 
-/** A lease table with one deliberate flaw; otherwise a plain in-memory lock. */
-class FlawedLockProvider implements LockProvider {
-  readonly capabilities = MEMORY_CAPABILITIES;
-  readonly #leases = new Map<string, { owner: string; fence: number; expiresAt: number }>();
-  readonly #fences = new Map<string, number>();
-  readonly #operations: LeaseOperations = {
-    extendLease: async (key, ttl, owner) => {
-      const lease = this.#live(key);
+/** A lease table with one deliberate flaw; the rest of the lock (waiting, handles, withLock) is the kit's. */
+function flawedLeases(flaw: LockFlaw): LeaseDriver {
+  const leases = new Map<string, { owner: string; fence: number; expiresAt: number }>();
+  const fences = new Map<string, number>();
+  const live = (key: string) => {
+    const lease = leases.get(key);
+    return lease && lease.expiresAt > Date.now() ? lease : undefined;
+  };
+  return {
+    acquire: async (key, owner, ttl) => {
+      const held = live(key);
+      if (held && held.owner !== owner && flaw !== 'grants-held-keys') return null;
+      const fence = (fences.get(key) ?? 0) + 1;
+      fences.set(key, fence);
+      const expiresAt = Date.now() + ttl;
+      leases.set(key, { owner, fence, expiresAt });
+      return { key, owner, fence, expiresAt: new Date(expiresAt) };
+    },
+    extend: async (key, owner, ttl) => {
+      const lease = live(key);
       if (lease?.owner !== owner) return null;
       lease.expiresAt = Date.now() + ttl;
       return new Date(lease.expiresAt);
     },
     release: async (key, owner) => {
-      if (this.#live(key)?.owner !== owner) return false;
-      this.#leases.delete(key);
-      if (this.flaw === 'fence-restarts') this.#fences.delete(key);
+      if (live(key)?.owner !== owner) return false;
+      leases.delete(key);
+      if (flaw === 'fence-restarts') fences.delete(key);
       return true;
     },
-    isHeld: async (key, owner) => this.#live(key)?.owner === owner,
+    forceRelease: async (key) => void leases.delete(key),
+    isHeld: async (key, owner) => live(key)?.owner === owner,
+    clearExpired: async () => 0,
   };
+}
 
-  private readonly flaw: LockFlaw;
+class FlawedLockProvider extends LockProviderBase {
+  readonly capabilities = MEMORY_CAPABILITIES;
 
-  constructor(flaw: LockFlaw) {
-    this.flaw = flaw;
+  constructor(flaw: LockFlaw, leases: LeaseDriver) {
+    super(`FlawedLockProvider(${flaw})`, leases);
   }
+}
 
-  #live(key: string) {
-    const lease = this.#leases.get(key);
-    return lease && lease.expiresAt > Date.now() ? lease : undefined;
-  }
-
-  async acquire(key: string, ttl: number, ownerOrOptions?: string | AcquireOptions): Promise<LockHandle | null> {
-    const options = parseAcquireArgs(key, ttl, ownerOrOptions);
-    const lease = await acquireWithWait(async (): Promise<Lease | null> => {
-      const held = this.#live(key);
-      if (held && held.owner !== options.owner && this.flaw !== 'grants-held-keys') return null;
-      const fence = (this.#fences.get(key) ?? 0) + 1;
-      this.#fences.set(key, fence);
-      const expiresAt = Date.now() + ttl;
-      this.#leases.set(key, { owner: options.owner, fence, expiresAt });
-      return { key, owner: options.owner, fence, expiresAt: new Date(expiresAt) };
-    }, options);
-    return lease === null ? null : new StowageLockHandle(lease, this.#operations);
-  }
-
-  async extend(key: string, ttl: number, owner: string): Promise<boolean> {
-    return (await this.#operations.extendLease(key, ttl, owner)) !== null;
-  }
-
-  release(key: string, owner: string): Promise<boolean> {
-    return this.#operations.release(key, owner);
-  }
-
-  async forceRelease(key: string): Promise<void> {
-    this.#leases.delete(key);
-  }
-
-  withLock<T>(key: string, fn: (signal: AbortSignal, handle: LockHandle) => Promise<T>, options: WithLockOptions): Promise<T> {
-    return runWithLock((k, ttl, acquireOptions) => this.acquire(k, ttl, acquireOptions), key, fn, options);
-  }
-
-  async close(): Promise<void> {}
+/** Each worker opens (and closes) a provider of its own over one shared flawed lease table, as it would over one database. */
+function flawedLocks(flaw: LockFlaw): () => Promise<FlawedLockProvider> {
+  const leases = flawedLeases(flaw);
+  return async () => new FlawedLockProvider(flaw, leases);
 }
 
 /** compareAndSet that writes whatever the version: the read-modify-write race it exists to prevent. */
@@ -130,12 +133,10 @@ export async function selfCheck(report: BackendReport, budget: Budget): Promise<
     timeLimitMs: 60_000,
   };
 
-  const granting = new FlawedLockProvider('grants-held-keys');
-  const overlapping = await measureLockSafety(flawedBackend({ locks: async () => granting }), lockBudget);
+  const overlapping = await measureLockSafety(flawedBackend({ locks: flawedLocks('grants-held-keys') }), lockBudget);
   report.expect(check, 'lock that grants held keys → overlaps detected', overlapping.overlaps, '> 0', overlapping.overlaps > 0);
 
-  const restarting = new FlawedLockProvider('fence-restarts');
-  const regressing = await measureLockSafety(flawedBackend({ locks: async () => restarting }), lockBudget);
+  const regressing = await measureLockSafety(flawedBackend({ locks: flawedLocks('fence-restarts') }), lockBudget);
   const caught = regressing.validRejected + regressing.fenceOrderViolations + regressing.staleAccepted;
   report.expect(check, 'lock whose fence restarts after release → detected', caught, '> 0', caught > 0);
 
@@ -148,6 +149,52 @@ export async function selfCheck(report: BackendReport, budget: Budget): Promise<
 
   const proxy = await proxyWorks();
   report.expect(check, 'TCP proxy: cut fails a connection, restore lets it through', proxy, 'yes', proxy === 'yes');
+
+  await newerDetectors(report, budget);
+}
+
+/** The detectors of the versions, namespaces and shutdown checks, each against the flaw it exists to catch. */
+async function newerDetectors(report: BackendReport, budget: Budget): Promise<void> {
+  const check = 'self-check';
+  const restarting = new RestartingVersionsKv();
+  const restartingSnapshots = new RestartingVersionsSnapshots();
+  const aba = await measureVersions({ kv: async () => restarting, snapshots: async () => restartingSnapshots }, { ...budget.versions, rounds: 20 });
+  report.expect(check, 'versions that restart after delete → stale kv writes accepted', aba.kvDelete.staleAccepted, '> 0', aba.kvDelete.staleAccepted > 0);
+  report.expect(check, '… → stale kv writes accepted after expiry', aba.kvExpiry.staleAccepted, '> 0', aba.kvExpiry.staleAccepted > 0);
+  report.expect(check, '… → stale snapshot saves accepted', aba.snapshotDelete.staleAccepted, '> 0', aba.snapshotDelete.staleAccepted > 0);
+
+  const storage = createMemoryStorage();
+  const glued = await measureNamespaces({
+    cache: async (prefix) => new GluedPrefixCache(new MemoryCacheProvider({ storage, prefix: '' }), prefix),
+    snapshots: async (prefix) => new GluedPrefixSnapshots(new MemorySnapshotStore<JsonObject>({ storage }), prefix),
+  });
+  const cacheCrossings = glued.cache.seen + glued.cache.listed + glued.cache.cleared + glued.cache.overwritten;
+  const snapshotCrossings = glued.snapshots.seen + glued.snapshots.listed + glued.snapshots.cleared + glued.snapshots.overwritten;
+  report.expect(check, 'cache prefix glued to the key → entries crossing prefixes', cacheCrossings, '> 0', cacheCrossings > 0);
+  report.expect(check, 'snapshot prefix glued to the id → entries crossing prefixes', snapshotCrossings, '> 0', snapshotCrossings > 0);
+
+  const closing = (kv: (storage: ReturnType<typeof createMemoryStorage>) => ShutdownKv): ShutdownStores => {
+    const shared = createMemoryStorage();
+    return {
+      kv: async () => kv(shared),
+      snapshots: async () => new MemorySnapshotStore<JsonObject>({ storage: shared }),
+      cache: async () => new MemoryCacheProvider({ storage: shared }),
+      locks: async () => new MemoryLockProvider({ storage: shared }),
+    };
+  };
+  // A short liveness bound: the abandoned calls never settle, and waiting 30 s for that proves nothing more.
+  const abandoned = await measureClose(closing((shared) => new AbandoningKv(new MemoryKeyValueStore({ storage: shared }))), budget.shutdown.inFlight, 1000);
+  report.expect(check, 'close() that abandons calls → calls left pending', abandoned.pending, '> 0', abandoned.pending > 0);
+  const writeBehind = await measureClose(closing((shared) => new WriteBehindKv(new MemoryKeyValueStore({ storage: shared }))), budget.shutdown.inFlight);
+  report.expect(check, 'close() that drops buffered writes → acknowledged writes lost', writeBehind.lost.length, '> 0', writeBehind.lost.length > 0);
+
+  const ignoringLeases = createMemoryStorage();
+  const ignoring = await measureAbortRace({ locks: async () => new AbortIgnoringLocks(new MemoryLockProvider({ storage: ignoringLeases }), 'throws') }, 40);
+  report.expect(check, 'lock that ignores abort, then reports it → leases left behind', ignoring.leftBehind, '> 0', ignoring.leftBehind > 0);
+  const grantingLeases = createMemoryStorage();
+  const granting = await measureAbortRace({ locks: async () => new AbortIgnoringLocks(new MemoryLockProvider({ storage: grantingLeases }), 'grants') }, 40);
+  report.expect(check, 'lock that ignores abort, hands the lease out → leases left behind', granting.grantedAfterAbort, '> 0', granting.grantedAfterAbort > 0);
+  report.expect(check, '… → withLock bodies started after abort', ignoring.bodiesAfterAbort, '> 0', ignoring.bodiesAfterAbort > 0);
 }
 
 /** An echo server behind the proxy: open → echo works; reset cut → connection fails; restored → works again. */

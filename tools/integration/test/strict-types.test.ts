@@ -12,6 +12,8 @@
  *   `any`: assigning a loaded snapshot to a `number` is accepted.
  * - awaitly-mongo-declared-shape.ts: its declared store interface, with the imported type names
  *   taken from where awaitly does export them. Fails: `load` may return a ResumeState.
+ * - go-go-scope.ts: `goGoScopePersistence(...)` of memory, Postgres and MongoDB as go-go-scope's
+ *   `PersistenceProviders` and `PersistenceAdapter` (../types/go-go-scope.d.ts). Compiles, with no casts.
  *
  * (There is no awaitly-postgres package on npm, so nothing is claimed about it.)
  */
@@ -65,5 +67,11 @@ describe('tsc --strict with durable.run', () => {
     expect(code).not.toBe(0);
     expect(output).toContain("error TS2322: Type 'MongoStore' is not assignable to type 'SnapshotStore'.");
     expect(output).toContain("Type 'ResumeState' is missing the following properties from type 'WorkflowSnapshot'");
+  });
+});
+
+describe('tsc --strict with go-go-scope', () => {
+  it("accepts goGoScopePersistence of every backend as go-go-scope's PersistenceProviders", async () => {
+    expect(await compile('go-go-scope.ts')).toEqual({ code: 0, output: '' });
   });
 });

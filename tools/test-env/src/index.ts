@@ -1,9 +1,10 @@
 /**
  * Where tests, examples and benchmarks find their databases, in this order (design page):
  *
- * | backend  | 1. explicit URL env    | 2. Docker available                 | 3. always      |
- * | Postgres | STOWAGE_POSTGRES_URL   | testcontainers postgres:17          | embedded PGlite |
- * | MongoDB  | STOWAGE_MONGO_URL      | testcontainers mongo:8 (replica set) | —              |
+ * | backend   | 1. explicit URL env    | 2. Docker available                 | 3. always      |
+ * | Postgres  | STOWAGE_POSTGRES_URL   | testcontainers postgres:17          | embedded PGlite |
+ * | PgBouncer | STOWAGE_PGBOUNCER_URL  | —                                   | —              |
+ * | MongoDB   | STOWAGE_MONGO_URL      | testcontainers mongo:8 (replica set) | jongodb (a second stand-in, see startJongodb) |
  *
  * Every finder says which one it used. Under CI=true, a backend whose URL was given but is
  * unreachable, or that was not found at all, is an error, never a silent skip.
@@ -92,6 +93,23 @@ export async function findPostgresServer(): Promise<FoundBackend | null> {
   return missing('no PostgreSQL server: set STOWAGE_POSTGRES_URL or make Docker available');
 }
 
+/**
+ * PgBouncer in transaction mode in front of a PostgreSQL server (`STOWAGE_PGBOUNCER_URL`;
+ * `.ci/pgbouncer.sh start` starts one), or `null` outside CI when none is set. A transaction
+ * pooler hands each transaction to any server connection: what stowage must survive there is
+ * named prepared statements, session state and LISTEN.
+ */
+export async function findPgBouncer(): Promise<FoundBackend | null> {
+  const url = process.env.STOWAGE_PGBOUNCER_URL;
+  if (!url) return missing('no PgBouncer: set STOWAGE_PGBOUNCER_URL (`.ci/pgbouncer.sh start` prints one)');
+  try {
+    await assertPostgresReachable(url);
+  } catch (error) {
+    throw new Error(`STOWAGE_PGBOUNCER_URL is set but unreachable: ${(error as Error).message}`, { cause: error });
+  }
+  return { url, source: 'env', label: 'PgBouncer (transaction mode) from STOWAGE_PGBOUNCER_URL', stop: async () => {} };
+}
+
 export interface EmbeddedPostgresOptions {
   /** Connections the embedded server multiplexes at once (default 16). */
   maxConnections?: number;
@@ -162,6 +180,50 @@ export async function connectExampleDatabase(): Promise<FoundBackend> {
   }
   const embedded = await startEmbeddedPostgres();
   return { ...embedded, label: `${embedded.label} (no DATABASE_URL set; set it to use your own server)` };
+}
+
+/**
+ * jongodb (npm `@jongodb/memory-server-bin-linux-x64-gnu`, a native build of an in-memory
+ * MongoDB-wire server) started for this process as a single-node replica set: the second
+ * MongoDB stand-in, always available on linux-x64. It applies concurrent updates atomically and
+ * has transactions and a replica-set topology, but no update pipelines and few operators; the
+ * Mongo adapter's capability detection must classify it. `stop()` ends it (SIGTERM).
+ */
+export async function startJongodb(): Promise<FoundBackend> {
+  const binary = jongodbBinary();
+  const child = spawn(binary, ['--host=127.0.0.1', '--port=0', '--topology-profile=singleNodeReplicaSet', '--replica-set-name=rs0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  // jongodb logs every client connection that closes ("tcp client io failure: Connection
+  // reset"); the rest of what it says goes on to stderr.
+  createInterface({ input: child.stderr }).on('line', (line) => {
+    if (!line.includes('tcp client io failure')) process.stderr.write(`[jongodb] ${line}\n`);
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout });
+    lines.on('line', (line) => {
+      if (line.startsWith('JONGODB_URI=')) resolve(line.slice('JONGODB_URI='.length).trim());
+    });
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`jongodb exited with code ${code} before it was ready`)));
+  });
+  return {
+    url,
+    source: 'embedded',
+    label: `jongodb at ${new URL(url).host} (own process)`,
+    stop: async () => {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+function jongodbBinary(): string {
+  const manifest = fileURLToPath(import.meta.resolve('@jongodb/memory-server-bin-linux-x64-gnu/package.json'));
+  return manifest.replace(/package\.json$/, 'bin/jongodb');
 }
 
 /** A MongoDB-wire server: STOWAGE_MONGO_URL, else testcontainers mongo:8 as a replica set, else `null`. */

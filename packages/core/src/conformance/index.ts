@@ -8,32 +8,47 @@
  * describeConformance({ name: 'my adapter', createContext: () => ({ kv: async () => new MyStore() }) });
  * ```
  *
- * vitest is an optional peer dependency of this entry point only.
+ * vitest is an optional peer dependency of the conformance entry points only
+ * (`@stowage/core/conformance` and `@stowage/core/conformance/crash`).
  */
-import { cacheCases } from './cache.js';
-import { checkpointCases } from './checkpoints.js';
-import { circuitBreakerCases } from './circuit-breaker.js';
-import { describeWithSummary, registerContract, type ContractCases } from './harness.js';
-import { idempotencyCases } from './idempotency.js';
-import { keyValueCases } from './kv.js';
-import { lockCases } from './locks.js';
-import { adapterHasProcessFactory, registerProcessCases } from './process.js';
-import { snapshotCases } from './snapshots.js';
+import { cacheCases } from './cases/cache.js';
+import { checkpointCases } from './cases/checkpoints.js';
+import { circuitBreakerCases } from './cases/circuit-breaker.js';
+import { describeWithSummary, joinCases, registerContract, type ContractCases } from './harness.js';
+import { idempotencyCases } from './cases/idempotency.js';
+import { keyValueCases } from './cases/kv.js';
+import { lockCases } from './cases/locks.js';
+import { processBackendCases } from './cases/process-backend.js';
+import { processEngineCases } from './cases/process-engine.js';
+import { snapshotCases } from './cases/snapshots.js';
+import {
+  checkpointTransactionCases,
+  idempotencyTransactionCases,
+  keyValueTransactionCases,
+  lockTransactionCases,
+  processTransactionCases,
+  processWithoutTransactionCases,
+  snapshotTransactionCases,
+} from './cases/transactions.js';
 import type { ConformanceAdapter, ConformanceReport, DescribeContractOptions } from './types.js';
 
 export type * from './types.js';
 export { formatSkipSummary } from './harness.js';
 export { ClientClockSkew, HOSTILE_KEYS, INVALID_KEYS, JSON_VALUES, NON_JSON_VALUES } from './helpers.js';
+export { historyProblems, waitUntil } from './process-helpers.js';
+/** The multi-process crash test; its own entry point is `@stowage/core/conformance/crash`. */
+export * from './crash-scenario.js';
 
-const ALL_CONTRACTS: readonly ContractCases[] = [
-  keyValueCases,
-  snapshotCases,
-  lockCases,
-  cacheCases,
-  circuitBreakerCases,
-  checkpointCases,
-  idempotencyCases,
-];
+/** Each contract's cases, with its cases inside the caller's transaction (cases/transactions.ts). */
+const kvCases = joinCases(keyValueCases, keyValueTransactionCases);
+const snapshotsCases = joinCases(snapshotCases, snapshotTransactionCases);
+const locksCases = joinCases(lockCases, lockTransactionCases);
+const checkpointsCases = joinCases(checkpointCases, checkpointTransactionCases);
+const idempotentCases = joinCases(idempotencyCases, idempotencyTransactionCases);
+/** The ProcessBackend cases and the process engine running on the backend. */
+const processCases = joinCases(processBackendCases, processEngineCases, processTransactionCases, processWithoutTransactionCases);
+
+const ALL_CONTRACTS: readonly ContractCases[] = [kvCases, snapshotsCases, locksCases, cacheCases, circuitBreakerCases, checkpointsCases, idempotentCases, processCases];
 
 function describeOne(contract: ContractCases) {
   return (adapter: ConformanceAdapter, options?: DescribeContractOptions): ConformanceReport =>
@@ -42,20 +57,25 @@ function describeOne(contract: ContractCases) {
     );
 }
 
-export const describeKeyValueStore = describeOne(keyValueCases);
-export const describeSnapshotStore = describeOne(snapshotCases);
-export const describeLockProvider = describeOne(lockCases);
+export const describeKeyValueStore = describeOne(kvCases);
+export const describeSnapshotStore = describeOne(snapshotsCases);
+export const describeLockProvider = describeOne(locksCases);
 export const describeCacheProvider = describeOne(cacheCases);
 export const describeCircuitBreakerStore = describeOne(circuitBreakerCases);
-export const describeCheckpointStore = describeOne(checkpointCases);
-export const describeIdempotencyStore = describeOne(idempotencyCases);
+export const describeCheckpointStore = describeOne(checkpointsCases);
+export const describeIdempotencyStore = describeOne(idempotentCases);
+/**
+ * The ProcessBackend cases and the process engine on top of it. The context needs a
+ * `process()` factory (each call: a new backend on the same namespace, like another OS
+ * process); the cases that run workers keep their cursors in the context's `kv()` and are
+ * skipped without one.
+ */
+export const describeProcess = describeOne(processCases);
 
 /** Every contract's cases, then one summary of what was skipped and why. */
 export function describeConformance(adapter: ConformanceAdapter, options?: DescribeContractOptions): ConformanceReport {
   return describeWithSummary(adapter, `stowage conformance: ${adapter.name}`, options, (report) => {
     for (const contract of ALL_CONTRACTS) registerContract(adapter, contract, report);
-    // The state-machine cases run for adapters whose context has a process() factory.
-    if (adapterHasProcessFactory(adapter)) registerProcessCases(adapter, report);
   });
 }
 
@@ -63,4 +83,3 @@ export function describeConformance(adapter: ConformanceAdapter, options?: Descr
 export function listConformanceCases(): Record<string, string[]> {
   return Object.fromEntries(ALL_CONTRACTS.map((contract) => [contract.contract, contract.cases.map((c) => c.name)]));
 }
-export { describeProcess, registerProcessCases, adapterHasProcessFactory, listProcessCases, historyProblems, waitUntil, runProcessCrashScenario, runCrashTestWorker, expectCrashScenarioInvariants, CRASH_TEST_PROCESS, type CrashScenarioOptions, type CrashScenarioResult, type CrashTestLine, type CrashTestWorkerOptions } from './process.js';

@@ -6,7 +6,7 @@ import type { KeyValueStore } from '../contracts/kv.js';
 import type { LockProvider } from '../contracts/locks.js';
 import type { ProcessBackend } from '../contracts/process.js';
 import type { SnapshotStore, WorkflowLock } from '../contracts/snapshots.js';
-import type { JsonObject } from '../json.js';
+import type { Codec, JsonObject } from '../json.js';
 
 /**
  * What an adapter author hands the conformance suite. The suite owns lifecycle: before each
@@ -28,18 +28,40 @@ export interface ConformanceAdapter {
  */
 export interface ConformanceContext {
   kv?(): Promise<KeyValueStore>;
-  /** With `lock: true` the store must also implement awaitly's `WorkflowLock`. */
-  snapshots?(options: { lock: boolean }): Promise<SnapshotStore<JsonObject> & Partial<WorkflowLock>>;
+  /**
+   * With `lock: true` the store must also implement awaitly's `WorkflowLock`. Stores with
+   * different `prefix`es from one context share storage (for namespace isolation).
+   */
+  snapshots?(options: { lock: boolean; prefix?: string }): Promise<SnapshotStore<JsonObject> & Partial<WorkflowLock>>;
   locks?(): Promise<LockProvider>;
   /** Caches with different prefixes from one context share storage (for `clear()` isolation). */
   cache?(options: CacheOptions): Promise<CacheProvider>;
   circuitBreaker?(): Promise<CircuitBreakerStore>;
-  checkpoints?(): Promise<CheckpointStore>;
+  /** With `codec`, the store encodes checkpoint data with it; with `onDuplicate: 'replace'` a re-save overwrites. */
+  checkpoints?(options: { codec?: Codec; onDuplicate?: 'reject' | 'replace' }): Promise<CheckpointStore>;
   idempotency?(): Promise<IdempotencyStore>;
-  /** A new process backend on this namespace per call, like another process on the same database (`describeProcess`). */
+  /**
+   * A new process backend on this namespace per call, like another OS process on the same
+   * database. The cases that run workers keep the workers' cursors in this context's `kv()`.
+   */
   process?(): Promise<ProcessBackend>;
+  /**
+   * Begins a transaction on this namespace's database the way a user would, for the
+   * `withTransaction` and `runOnce` cases (capability `transactions`): on Postgres a client
+   * checked out of a pool after `BEGIN`, on MongoDB a `ClientSession` with a started
+   * transaction. The suite commits or rolls it back; one it leaves open is rolled back when
+   * the case ends.
+   */
+  beginTransaction?(): Promise<ConformanceTransaction>;
   /** Runs after each test, once the suite has closed every instance it opened. */
   cleanup?(): Promise<void>;
+}
+
+export interface ConformanceTransaction {
+  /** What the stores' `withTransaction` takes. */
+  readonly transaction: object;
+  commit(): Promise<void>;
+  rollback(): Promise<void>;
 }
 
 /** The contracts the suite covers, as they appear in test names. */
@@ -50,13 +72,13 @@ export type ContractName =
   | 'CacheProvider'
   | 'CircuitBreakerStore'
   | 'CheckpointStore'
-  | 'IdempotencyStore';
+  | 'IdempotencyStore'
+  | 'ProcessBackend';
 
 /** A case that did not run on this adapter, and why (a missing factory or capability). */
 export interface SkippedCase {
   adapter: string;
-  /** `'ProcessBackend'` for the cases of `describeProcess`. */
-  contract: ContractName | 'ProcessBackend';
+  contract: ContractName;
   case: string;
   /** e.g. "needs serverClock" or "the adapter has no locks() factory". */
   reason: string;

@@ -1,5 +1,5 @@
 import type { Codec } from '../json.js';
-import type { StowageResource } from './common.js';
+import type { ScanOptions, StowageResource } from './common.js';
 
 export interface CacheOptions {
   /** Namespace of this cache; `clear()` removes only keys under it. */
@@ -11,7 +11,7 @@ export interface CacheOptions {
 }
 
 /**
- * A cache of JSON values (seed 001). Any JSON value round-trips identically on every adapter;
+ * A cache of JSON values (go-go-scope's `CacheProvider`). Any JSON value round-trips identically on every adapter;
  * a `codec` carries richer types. Keys are listed and matched without the prefix.
  */
 export interface CacheProvider extends StowageResource {
@@ -21,8 +21,10 @@ export interface CacheProvider extends StowageResource {
   has(key: string): Promise<boolean>;
   /** Removes every entry under this cache's prefix, and nothing else. */
   clear(): Promise<void>;
-  /** Live keys (without prefix) matching the glob (default `*`), ascending. */
-  keys(pattern?: string): Promise<string[]>;
+  /** Live keys (without prefix) matching the glob (default `*`), or a `RegExp`, ascending. */
+  keys(pattern?: string | RegExp): Promise<string[]>;
+  /** The same keys, streamed in pages. */
+  scan(pattern?: string, options?: ScanOptions): AsyncIterable<string>;
   /**
    * Returns the cached value, or runs `loader` once, stores and returns its result.
    * Concurrent calls for the same key in one process share a single loader run.

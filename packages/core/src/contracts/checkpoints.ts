@@ -1,7 +1,7 @@
 import type { JsonValue } from '../json.js';
-import type { StowageResource } from './common.js';
+import type { DatabaseTransaction, StowageResource } from './common.js';
 
-/** A task's progress snapshot (seed 001). */
+/** A task's progress snapshot (go-go-scope's `Checkpoint`). */
 export interface Checkpoint<TData = JsonValue> {
   id: string;
   taskId: string;
@@ -26,4 +26,6 @@ export interface CheckpointStore<TData = JsonValue> extends StowageResource {
   /** Keeps the `keepCount` highest sequences of the task and removes the rest. */
   cleanup(taskId: string, keepCount: number): Promise<void>;
   deleteAll(taskId: string): Promise<void>;
+  /** This store inside a transaction the caller holds (see `KeyValueStore.withTransaction`); optional. */
+  withTransaction?(transaction: DatabaseTransaction): this;
 }

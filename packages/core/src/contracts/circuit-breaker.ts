@@ -2,7 +2,7 @@ import type { StowageResource } from './common.js';
 
 export type CircuitState = 'closed' | 'open' | 'half-open';
 
-/** The shape go-go-scope persists (seed 001), plus the store-decided cool-down. */
+/** The shape go-go-scope persists, plus the store-decided cool-down. */
 export interface CircuitBreakerPersistedState {
   state: CircuitState;
   failureCount: number;

@@ -10,3 +10,17 @@ export interface Closable {
 }
 
 export interface StowageResource extends Closable, HasCapabilities {}
+
+export interface ScanOptions {
+  /** Entries fetched per round trip (default 1000, at most 10,000): memory stays bounded by one page. */
+  pageSize?: number;
+}
+
+/**
+ * A database transaction the caller holds, as its driver represents it: on Postgres a
+ * checked-out `pg` client (a `PoolClient` or a `pg.Client`) between `BEGIN` and `COMMIT`; on
+ * MongoDB a `ClientSession` with a started transaction. A store that can join it takes it in
+ * `withTransaction(transaction)`: every call of the view it returns runs inside that
+ * transaction, so its writes commit or roll back with the caller's own.
+ */
+export type DatabaseTransaction = object;

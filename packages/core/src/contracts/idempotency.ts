@@ -1,4 +1,4 @@
-import type { StowageResource } from './common.js';
+import type { DatabaseTransaction, StowageResource } from './common.js';
 
 export interface IdempotencyRecord<T = unknown> {
   value: T;
@@ -26,8 +26,40 @@ export interface IdempotencyStore extends StowageResource {
    * be claimed again.
    */
   reserve<T = unknown>(key: string, ttl: number): Promise<Reservation<T>>;
-  /** Stores the result for the holder of `token`; `E_LOCK_NOT_OWNED` if the claim was lost. */
+  /**
+   * Stores the result for the holder of `token`; `E_LOCK_NOT_OWNED` if the claim was lost. Safe
+   * to retry after `E_UNAVAILABLE`/`E_TIMEOUT`: when the key already holds exactly this result
+   * (the earlier attempt was applied, its answer lost), it resolves.
+   */
   complete<T = unknown>(key: string, token: string, value: T, ttl?: number): Promise<void>;
   /** Drops the holder's claim so a retry can reserve at once. False when the token no longer holds it. */
   fail(key: string, token: string): Promise<boolean>;
+
+  /**
+   * Exactly once for database effects: runs `fn` and marks `key` completed with its result in
+   * one database transaction, so the effects `fn` writes through the transaction it is given
+   * and the completed record commit together or not at all.
+   *
+   * When `key` already completed, resolves with the stored result and does not call `fn`.
+   * Otherwise begins a transaction on the store's own connection, claims `key` inside it
+   * (concurrent runners of one key wait for each other, then find the result), calls `fn` with
+   * the transaction (a `pg` client between `BEGIN` and `COMMIT`, a MongoDB `ClientSession`),
+   * stores the result and commits. A crash or an error before the commit leaves nothing behind
+   * (no claim, no effect), so the retry runs `fn` again. `fn` may also run again when the
+   * database asks for the transaction to be retried (a write conflict): its effects through the
+   * transaction are rolled back each time, anything else it does is not.
+   *
+   * Rejects with `E_LOCK_NOT_OWNED` while a `reserve()` claim of `key` is in flight, and with
+   * `E_INVALID_OPTION` where the database has no transactions. Optional: stores on a database
+   * with transactions have it.
+   */
+  runOnce?<T>(key: string, fn: (transaction: DatabaseTransaction) => Promise<T>, options?: RunOnceOptions): Promise<T>;
+
+  /** This store inside a transaction the caller holds (see `KeyValueStore.withTransaction`); optional. */
+  withTransaction?(transaction: DatabaseTransaction): this;
+}
+
+export interface RunOnceOptions {
+  /** How long the completed result is kept, in ms (default: until deleted); afterwards the key runs again. */
+  ttl?: number;
 }

@@ -1,4 +1,4 @@
-import type { StowageResource } from './common.js';
+import type { DatabaseTransaction, ScanOptions, StowageResource } from './common.js';
 
 export interface KeyValueSetOptions {
   /** Time to live in milliseconds, counted on the store's clock. Omit for no expiry. */
@@ -9,8 +9,10 @@ export interface KeyValueEntry {
   key: string;
   value: string;
   /**
-   * Starts at 1 when the key is created and grows by one on every write. An expired key
-   * counts as absent; a key deleted and created again starts over at 1.
+   * Grows on every write of the key and is never reused for it, also after the key was
+   * deleted or expired and created again: a compare-and-set with a version succeeds only
+   * against the very value that version was read with. Compare versions for equality; the
+   * steps between two versions are not promised.
    */
   version: number;
   /** When the value was last written, on the store's clock. */
@@ -28,7 +30,7 @@ export interface KeyValueWrite {
 }
 
 /**
- * String keys to string values, with TTL and glob listing (seeds 000/002), plus batches,
+ * String keys to string values, with TTL and glob listing (awaitly's `KeyValueStore`), plus batches,
  * versioned compare-and-set and explicit cleanup.
  *
  * Keys: non-empty, well-formed strings of at most 1024 UTF-8 bytes (`E_INVALID_KEY`).
@@ -44,6 +46,8 @@ export interface KeyValueStore extends StowageResource {
   exists(key: string): Promise<boolean>;
   /** Live keys matching the glob (default `*`), in ascending order. */
   keys(pattern?: string): Promise<string[]>;
+  /** The same keys, streamed in pages: `for await (const key of kv.scan('user:*'))`. */
+  scan(pattern?: string, options?: ScanOptions): AsyncIterable<string>;
 
   /** One round trip. The result is aligned with `keys`: `null` where a key is missing or expired. */
   getMany(keys: readonly string[]): Promise<(string | null)[]>;
@@ -56,6 +60,8 @@ export interface KeyValueStore extends StowageResource {
   getEntry(key: string): Promise<KeyValueEntry | null>;
   /** Metadata of live keys matching the glob, in ascending key order. */
   entries(pattern?: string): Promise<KeyValueEntryInfo[]>;
+  /** The same metadata, streamed in pages. */
+  scanEntries(pattern?: string, options?: ScanOptions): AsyncIterable<KeyValueEntryInfo>;
   /**
    * Writes only if the key's current version is `expectedVersion` (`null`: only if the key is
    * absent or expired). Resolves to the new version; rejects with `E_VERSION_CONFLICT`
@@ -71,4 +77,29 @@ export interface KeyValueStore extends StowageResource {
 
   /** Physically removes expired keys now; returns how many. */
   clearExpired(): Promise<number>;
+
+  /**
+   * Live entries whose key starts with `prefix` (literal), most recently written first (ties by
+   * key ascending), after `after` when given: the listing awaitly-style state persistence
+   * needs (`createStatePersistence`). Stores with an index on the write time answer a page in
+   * proportion to the page. Optional: `createStatePersistence` falls back to `entries`.
+   */
+  recentEntries?(options: RecentEntriesOptions): Promise<KeyValueEntryInfo[]>;
+
+  /**
+   * This store with every call inside `transaction`, a transaction the caller holds (see
+   * {@link DatabaseTransaction}): its writes commit or roll back with the caller's, and its
+   * reads see the transaction's own writes. Throws `E_INVALID_OPTION` where the store cannot
+   * join one. Optional: stores on a database with transactions have it.
+   */
+  withTransaction?(transaction: DatabaseTransaction): this;
+}
+
+export interface RecentEntriesOptions {
+  /** Only keys that start with this literal text (`''`: all). */
+  prefix?: string;
+  /** At most this many (1 to 10,000). */
+  limit: number;
+  /** Start after this entry (the last of the previous page). */
+  after?: { updatedAt: Date; key: string };
 }

@@ -44,14 +44,14 @@ export interface WithLockOptions {
 }
 
 /**
- * Distributed locks with leases, owner tokens and fencing tokens (seed 001, plus fencing,
+ * Distributed locks with leases, owner tokens and fencing tokens (go-go-scope's `LockProvider`, plus fencing,
  * waiting acquisition and `withLock`).
  */
 export interface LockProvider extends StowageResource {
   /**
    * Takes the lock for `ttl` ms if it is free, expired, or already held by the same owner.
    * Resolves `null` when another owner holds it (after `wait` ms, if given).
-   * The third argument is the owner token (seed 001) or an options object.
+   * The third argument is the owner token (as go-go-scope passes it) or an options object.
    */
   acquire(key: string, ttl: number, ownerOrOptions?: string | AcquireOptions): Promise<LockHandle | null>;
   /** Extends a lease still held by `owner`. False when it is not (expired, released, taken). */

@@ -1,9 +1,10 @@
 import type { JsonObject } from '../json.js';
-import type { StowageResource } from './common.js';
+import type { DatabaseTransaction, ScanOptions, StowageResource } from './common.js';
 import type { KeyValueStore } from './kv.js';
 
 /*
- * Durable state machines on change feeds (seed 004).
+ * Durable processes (state machines) on change feeds, as in "State machine using MongoDB
+ * changestreams".
  *
  * A *process* is a set of named states. Items (one per device, order, …) move through them:
  * each non-terminal state has a handler that does the work for an item in that state and
@@ -13,7 +14,7 @@ import type { KeyValueStore } from './kv.js';
  * a compare-and-set on the item's state and version, so two workers never both advance an
  * item; a crashed worker's lease runs out and another worker retries the item.
  *
- * The engine (`createStateMachine`, `ProcessWorker`) is generic; each adapter implements only
+ * The engine (`bindProcess`, `ProcessWorker`) is generic; each adapter implements only
  * {@link ProcessBackend}.
  */
 
@@ -200,17 +201,17 @@ export interface TransitionRequest {
 export interface ProcessBackend extends StowageResource {
   /** Creates the item in `state` at version 1 with a `create` log entry; an existing id is left as is. */
   createItem(request: CreateItemRequest): Promise<{ item: ProcessItem; created: boolean }>;
-  getItem(process: string, id: string): Promise<ProcessItem | null>;
+  getItem(processName: string, id: string): Promise<ProcessItem | null>;
   /** Items in ascending id order. */
   listItems(request: ListItemsRequest): Promise<ProcessItem[]>;
   /** The item's transition log, oldest first; `[]` for an unknown id. */
-  history(process: string, id: string): Promise<TransitionRecord[]>;
+  history(processName: string, id: string): Promise<TransitionRecord[]>;
 
   /**
    * A feed of items entering `state`, starting right after `position` (a `ProcessChange.position`
    * from an earlier durable feed), or at "now" when `position` is `null`.
    */
-  openFeed(process: string, state: string, position: string | null): Promise<ProcessFeed>;
+  openFeed(processName: string, state: string, position: string | null): Promise<ProcessFeed>;
   /** Items in `state` that can be claimed now (see {@link FindClaimableRequest}). */
   findClaimable(request: FindClaimableRequest): Promise<ProcessChange[]>;
 
@@ -235,6 +236,20 @@ export interface ProcessBackend extends StowageResource {
    * moved on (another worker advanced it).
    */
   transition(request: TransitionRequest): Promise<ProcessItem | null>;
+
+  /**
+   * Runs `fn` in a new database transaction on the backend's own connection, commits it when
+   * `fn` resolves and rolls it back when it rejects: the engine runs `transactional` states in
+   * one, writing the transition through {@link withTransaction}. `fn` may run again when the
+   * database asks for the transaction to be retried (a write conflict). Optional: backends on a
+   * database with transactions have it; it rejects with `E_INVALID_OPTION` on a server without.
+   */
+  transaction?<T>(fn: (transaction: DatabaseTransaction) => Promise<T>): Promise<T>;
+  /**
+   * This backend inside a transaction the caller holds (see `KeyValueStore.withTransaction`):
+   * every item operation joins it; a feed keeps its own connection (`openFeed` refuses). Optional.
+   */
+  withTransaction?(transaction: DatabaseTransaction): this;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -263,6 +278,13 @@ export interface HandlerContext {
   readonly signal: AbortSignal;
   /** The worker's name. */
   readonly worker: string;
+  /**
+   * In a `transactional` state (see {@link StateDefinition.transactional}): the database
+   * transaction the handler writes its effects through (a `pg` client on Postgres, a MongoDB
+   * `ClientSession`), e.g. `kv.withTransaction(context.transaction)`. The worker writes the
+   * item's transition through it too, then commits. Absent in other states.
+   */
+  readonly transaction?: DatabaseTransaction;
 }
 
 /**
@@ -302,6 +324,20 @@ export interface StateDefinition<TData extends JsonObject, TTarget extends strin
   retry?: RetryOptions;
   /** Lease per claim, in ms on the database clock; the worker extends it while the handler runs (default: the process's). */
   lease?: number;
+  /**
+   * Run the handler and the item's transition in one database transaction (default false).
+   * The handler gets it as `context.transaction` and writes its database effects through it;
+   * the worker writes the transition through the same transaction and commits. The effects and
+   * the move to the next state commit together or not at all: a crash, a failure or a lost
+   * race (another worker advanced the item first) rolls the effects back, so they apply
+   * exactly once per stay in the state. A `{ wait }` result commits them with the release.
+   *
+   * The handler may run again in the same attempt when the database asks for the transaction
+   * to be retried (a write conflict): only what it wrote through the transaction is rolled
+   * back. Needs a backend with transactions (`ProcessBackend.transaction`): Postgres, MongoDB
+   * replica sets; a worker refuses to start such a state elsewhere (`E_INVALID_OPTION`).
+   */
+  transactional?: boolean;
 }
 
 export interface ProcessDefinitionInput<TData extends JsonObject, TActive extends string, TTerminal extends string> {
@@ -422,13 +458,15 @@ export interface ListProcessItemsOptions<TState extends string> {
 }
 
 /** A process bound to a backend: start items, read them, run workers. */
-export interface StateMachine<TData extends JsonObject = JsonObject, TActive extends string = string, TTerminal extends string = string> {
+export interface BoundProcess<TData extends JsonObject = JsonObject, TActive extends string = string, TTerminal extends string = string> {
   readonly definition: ProcessDefinition<TData, TActive, TTerminal>;
   readonly backend: ProcessBackend;
   /** Creates the item in the initial state; an existing id is returned unchanged with `created: false`. */
   start(id: string, data: TData, options?: StartItemOptions<TActive>): Promise<{ item: ProcessItem<TData>; created: boolean }>;
   get(id: string): Promise<ProcessItem<TData> | null>;
   list(options?: ListProcessItemsOptions<TActive | TTerminal>): Promise<ProcessItem<TData>[]>;
+  /** Every item (or those in `state`), by ascending id, streamed in pages of `pageSize` (default 1000). */
+  scan(options?: { state?: TActive | TTerminal } & ScanOptions): AsyncIterable<ProcessItem<TData>>;
   history(id: string): Promise<TransitionRecord[]>;
   /** A worker for some or all of the process's states (call `start()` or `run()` on it). */
   worker(options: ProcessWorkerOptions): ProcessWorker;

@@ -1,5 +1,5 @@
 import type { JsonValue } from '../json.js';
-import type { StowageResource } from './common.js';
+import type { DatabaseTransaction, ScanOptions, StowageResource } from './common.js';
 
 /**
  * The workflow snapshot shape of `awaitly` (`WorkflowSnapshot` from `awaitly/persistence`),
@@ -38,6 +38,25 @@ export type SerializedCause =
   | { type: 'error'; name: string; message: string; stack?: string; cause?: SerializedCause }
   | { type: 'thrown'; originalType?: string; value?: JsonValue; stringRepresentation: string; truncated?: true };
 
+/**
+ * awaitly's runtime `ResumeState` (what `createResumeStateCollector().getResumeState()`
+ * returns and `workflow.run(fn, { resumeState })` takes), restated structurally. A snapshot
+ * store accepts one in `save` and hands it back from `load` and `loadResumeState`; it is
+ * stored in awaitly's JSON form (`{ kind: "ResumeState", steps: [...] }`).
+ */
+export interface ResumeState {
+  steps: Map<string, ResumeStateEntry>;
+}
+
+export interface ResumeStateEntry {
+  result: { ok: true; value: unknown } | { ok: false; error: unknown; cause?: unknown };
+  /** How a failed step failed (awaitly's `StepFailureMeta`). */
+  meta?:
+    | { origin: 'result'; resultCause?: unknown }
+    | { origin: 'throw'; thrown: unknown }
+    | { origin: 'fallback'; fallbackUsed: true; fallbackReason: string };
+}
+
 export interface SnapshotListItem {
   id: string;
   /** ISO 8601 time of the last save, on the store's clock. */
@@ -72,19 +91,25 @@ export interface SnapshotSaveOptions {
 
 export interface VersionedSnapshot<TSnapshot> {
   snapshot: TSnapshot;
-  /** 1 after the first save, +1 on every save. */
+  /** Grows on every save and is never reused for the id, also after delete (see `KeyValueEntry.version`). */
   version: number;
   updatedAt: string;
 }
 
 /**
- * Workflow snapshots by id (seed 003). A drop-in `store` for awaitly's `durable.run`.
+ * Workflow snapshots by id (awaitly's `SnapshotStore`). A drop-in `store` for awaitly's `durable.run`.
  * Any JSON object round-trips exactly.
  */
 export interface SnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends StowageResource {
-  /** Insert or replace. With `expectedVersion`, the new version is `expectedVersion + 1` (or 1). */
-  save(id: string, snapshot: TSnapshot, options?: SnapshotSaveOptions): Promise<void>;
+  /**
+   * Insert or replace. With `expectedVersion`, only while the stored version is that one
+   * (`null`: none stored). An awaitly `ResumeState` is accepted too (stored in awaitly's JSON form).
+   */
+  save(id: string, snapshot: TSnapshot | ResumeState, options?: SnapshotSaveOptions): Promise<void>;
+  /** The snapshot, or `null`. What was saved as a `ResumeState` comes back as one. */
   load(id: string): Promise<TSnapshot | null>;
+  /** What was saved as a `ResumeState`, ready for `workflow.run(fn, { resumeState })`; `undefined` for none (or a snapshot). */
+  loadResumeState(id: string): Promise<ResumeState | undefined>;
   loadVersioned(id: string): Promise<VersionedSnapshot<TSnapshot> | null>;
   /** Removes the snapshot if there is one. */
   delete(id: string): Promise<void>;
@@ -92,6 +117,10 @@ export interface SnapshotStore<TSnapshot extends object = WorkflowSnapshot> exte
   list(options?: SnapshotListOptions): Promise<SnapshotListItem[]>;
   /** Newest first, in pages that stay stable while snapshots are being saved. */
   listPage(options?: SnapshotPageOptions): Promise<SnapshotPage>;
+  /** Every snapshot (or those whose id starts with `prefix`), newest first, streamed page by page. */
+  scan(options?: { prefix?: string } & ScanOptions): AsyncIterable<SnapshotListItem>;
+  /** This store inside a transaction the caller holds (see `KeyValueStore.withTransaction`); optional. */
+  withTransaction?(transaction: DatabaseTransaction): this;
 }
 
 /** awaitly's `WorkflowLock`: one process runs a workflow id at a time. */

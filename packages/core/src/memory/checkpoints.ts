@@ -1,97 +1,64 @@
 import type { Capabilities } from '../capabilities.js';
-import type { Checkpoint, CheckpointStore } from '../contracts/checkpoints.js';
-import { StowageError } from '../errors.js';
-import { assertCodec, encodeValue, jsonCodec, type Codec, type JsonValue } from '../json.js';
-import { assertValidKey } from '../keys.js';
-import { Lifecycle } from '../lifecycle.js';
-import { assertCheckpoint, assertKeepCount } from '../resilience-support.js';
+import { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from '../adapter/checkpoints.js';
+import type { JsonValue } from '../json.js';
 import { MEMORY_CAPABILITIES, resolveMemoryOptions, type MemoryOptions, type MemoryStorage } from './storage.js';
 
-export interface MemoryCheckpointStoreOptions extends MemoryOptions {
-  /** How checkpoints (with their `data`) become text. Default: strict JSON. */
-  codec?: Codec;
-}
+export interface MemoryCheckpointStoreOptions extends MemoryOptions, CheckpointStoreBaseOptions {}
 
 /** Task checkpoints in process memory, unique by id and by `(taskId, sequence)`. */
-export class MemoryCheckpointStore<TData = JsonValue> implements CheckpointStore<TData> {
+export class MemoryCheckpointStore<TData = JsonValue> extends CheckpointStoreBase<TData> {
   readonly capabilities: Capabilities = MEMORY_CAPABILITIES;
   readonly #storage: MemoryStorage;
-  readonly #codec: Codec;
-  readonly #lifecycle = new Lifecycle('MemoryCheckpointStore');
 
   constructor(options: MemoryCheckpointStoreOptions = {}) {
-    const { storage } = resolveMemoryOptions(options);
-    this.#storage = storage;
-    const codec = options.codec ?? jsonCodec;
-    assertCodec(codec);
-    this.#codec = codec;
+    super({ name: 'MemoryCheckpointStore', system: 'memory' }, options);
+    this.#storage = resolveMemoryOptions(options).storage;
   }
 
-  async save(checkpoint: Checkpoint<TData>): Promise<void> {
-    this.#lifecycle.assertOpen();
-    assertCheckpoint(checkpoint);
-    const { id, taskId, sequence, timestamp, progress, data, estimatedTimeRemaining } = checkpoint;
-    const stored: Checkpoint<TData> = { id, taskId, sequence, timestamp, progress, data };
-    if (estimatedTimeRemaining !== undefined) stored.estimatedTimeRemaining = estimatedTimeRemaining;
-    const text = encodeValue(this.#codec, stored, 'checkpoint');
-
-    const bySequence = this.#storage.checkpointsByTask.get(taskId) ?? new Map<number, string>();
-    if (this.#storage.checkpoints.has(id)) {
-      throw new StowageError('E_VERSION_CONFLICT', `checkpoint "${id}" already exists`);
-    }
-    if (bySequence.has(sequence)) {
-      throw new StowageError('E_VERSION_CONFLICT', `task "${taskId}" already has a checkpoint with sequence ${sequence}`);
-    }
-    bySequence.set(sequence, id);
-    this.#storage.checkpointsByTask.set(taskId, bySequence);
-    this.#storage.checkpoints.set(id, { id, taskId, sequence, text });
+  protected async _save(checkpoint: StoredCheckpoint): Promise<'saved' | 'id-exists' | 'sequence-exists'> {
+    const { checkpoints, checkpointsByTask } = this.#storage;
+    if (checkpoints.has(checkpoint.id)) return 'id-exists';
+    const bySequence = checkpointsByTask.get(checkpoint.taskId) ?? new Map<number, string>();
+    if (bySequence.has(checkpoint.sequence)) return 'sequence-exists';
+    bySequence.set(checkpoint.sequence, checkpoint.id);
+    checkpointsByTask.set(checkpoint.taskId, bySequence);
+    checkpoints.set(checkpoint.id, { ...checkpoint });
+    return 'saved';
   }
 
-  async loadLatest(taskId: string): Promise<Checkpoint<TData> | null> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(taskId, 'taskId');
-    const ids = this.#idsInOrder(taskId);
-    return ids.length === 0 ? null : this.#decode(ids.at(-1)!);
+  protected override async _replace(checkpoint: StoredCheckpoint): Promise<void> {
+    this.#remove(checkpoint.id);
+    const other = this.#storage.checkpointsByTask.get(checkpoint.taskId)?.get(checkpoint.sequence);
+    if (other !== undefined) this.#remove(other);
+    await this._save(checkpoint);
   }
 
-  async load(checkpointId: string): Promise<Checkpoint<TData> | null> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(checkpointId, 'checkpoint id');
-    return this.#storage.checkpoints.has(checkpointId) ? this.#decode(checkpointId) : null;
+  protected async _load(id: string): Promise<StoredCheckpoint | null> {
+    const stored = this.#storage.checkpoints.get(id);
+    return stored ? { ...stored } : null;
   }
 
-  async list(taskId: string): Promise<Checkpoint<TData>[]> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(taskId, 'taskId');
-    return this.#idsInOrder(taskId).map((id) => this.#decode(id));
+  protected async _loadLatest(taskId: string): Promise<StoredCheckpoint | null> {
+    return (await this._list(taskId)).at(-1) ?? null;
   }
 
-  async cleanup(taskId: string, keepCount: number): Promise<void> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(taskId, 'taskId');
-    assertKeepCount(keepCount);
+  protected async _list(taskId: string): Promise<StoredCheckpoint[]> {
+    return this.#idsInOrder(taskId).map((id) => ({ ...this.#storage.checkpoints.get(id)! }));
+  }
+
+  protected async _cleanup(taskId: string, keepCount: number): Promise<void> {
     const ids = this.#idsInOrder(taskId);
     for (const id of ids.slice(0, Math.max(0, ids.length - keepCount))) this.#remove(id);
   }
 
-  async deleteAll(taskId: string): Promise<void> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(taskId, 'taskId');
+  protected async _deleteAll(taskId: string): Promise<void> {
     for (const id of this.#idsInOrder(taskId)) this.#remove(id);
-  }
-
-  close(): Promise<void> {
-    return this.#lifecycle.close();
   }
 
   #idsInOrder(taskId: string): string[] {
     const bySequence = this.#storage.checkpointsByTask.get(taskId);
     if (!bySequence) return [];
     return [...bySequence].sort(([a], [b]) => a - b).map(([, id]) => id);
-  }
-
-  #decode(id: string): Checkpoint<TData> {
-    return this.#codec.decode(this.#storage.checkpoints.get(id)!.text) as Checkpoint<TData>;
   }
 
   #remove(id: string): void {

@@ -1,12 +1,11 @@
 import type { Capabilities } from '../capabilities.js';
 import type { Clock } from '../clock.js';
-import type { IdempotencyRecord, IdempotencyStore, Reservation } from '../contracts/idempotency.js';
-import { StowageError } from '../errors.js';
-import { assertCodec, encodeValue, jsonCodec, type Codec } from '../json.js';
-import { assertOptionalDuration, assertValidDuration, assertValidKey } from '../keys.js';
-import { Lifecycle } from '../lifecycle.js';
-import { newOwnerToken } from '../lock-support.js';
-import { assertReservationToken } from '../resilience-support.js';
+import {
+  IdempotencyStoreBase,
+  type IdempotencyStoreBaseOptions,
+  type StoredReservation,
+  type StoredResult,
+} from '../adapter/idempotency.js';
 import {
   MEMORY_CAPABILITIES,
   isLive,
@@ -16,89 +15,55 @@ import {
   type MemoryStorage,
 } from './storage.js';
 
-export interface MemoryIdempotencyStoreOptions extends MemoryOptions {
-  /** How results become text. Default: strict JSON. */
-  codec?: Codec;
-}
+export interface MemoryIdempotencyStoreOptions extends MemoryOptions, IdempotencyStoreBaseOptions {}
 
 /**
  * Idempotency records in process memory. `reserve` lets exactly one caller run an operation;
  * a claim whose ttl ran out (a crashed worker) can be reserved again.
  */
-export class MemoryIdempotencyStore implements IdempotencyStore {
+export class MemoryIdempotencyStore extends IdempotencyStoreBase {
   readonly capabilities: Capabilities = MEMORY_CAPABILITIES;
   readonly #storage: MemoryStorage;
   readonly #clock: Clock;
-  readonly #codec: Codec;
-  readonly #lifecycle = new Lifecycle('MemoryIdempotencyStore');
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
+    super({ name: 'MemoryIdempotencyStore', system: 'memory' }, options);
     const { storage, clock } = resolveMemoryOptions(options);
     this.#storage = storage;
     this.#clock = clock;
-    const codec = options.codec ?? jsonCodec;
-    assertCodec(codec);
-    this.#codec = codec;
   }
 
-  async get<T = unknown>(key: string): Promise<IdempotencyRecord<T> | null> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(key);
+  protected async _get(key: string): Promise<StoredResult | null> {
     const entry = this.#live(key);
-    if (entry?.status !== 'completed') return null;
-    return this.#record<T>(entry);
+    return entry?.status === 'completed' ? { text: entry.text, expiresAt: entry.expiresAt } : null;
   }
 
-  async set<T = unknown>(key: string, value: T, ttl?: number): Promise<void> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(key);
-    assertOptionalDuration(ttl);
-    this.#complete(key, encodeValue(this.#codec, value), ttl);
+  protected async _set(key: string, text: string, ttl: number | undefined): Promise<void> {
+    this.#write(key, { status: 'completed', text, expiresAt: this.#expiry(ttl) });
   }
 
-  async delete(key: string): Promise<void> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(key);
+  protected async _delete(key: string): Promise<void> {
     this.#storage.idempotency.delete(key);
   }
 
-  async reserve<T = unknown>(key: string, ttl: number): Promise<Reservation<T>> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(key);
-    assertValidDuration(ttl);
+  protected async _reserve(key: string, token: string, ttl: number): Promise<StoredReservation> {
     const entry = this.#live(key);
-    if (entry?.status === 'completed') return { status: 'completed', ...this.#record<T>(entry) };
+    if (entry?.status === 'completed') return { status: 'completed', text: entry.text, expiresAt: entry.expiresAt };
     if (entry?.status === 'in-flight') return { status: 'in-flight', expiresAt: entry.expiresAt };
-    const token = newOwnerToken();
-    const now = this.#clock.now();
-    this.#storage.idempotency.set(key, { status: 'in-flight', token, expiresAt: now + ttl });
-    this.#storage.noteWrite(this.#storage.idempotency, now);
-    return { status: 'acquired', token };
+    this.#write(key, { status: 'in-flight', token, expiresAt: this.#clock.now() + ttl });
+    return { status: 'acquired' };
   }
 
-  async complete<T = unknown>(key: string, token: string, value: T, ttl?: number): Promise<void> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(key);
-    assertReservationToken(token);
-    assertOptionalDuration(ttl);
-    const text = encodeValue(this.#codec, value);
-    if (!this.#holds(key, token)) {
-      throw new StowageError('E_LOCK_NOT_OWNED', `the reservation of "${key}" is no longer held by this token`);
-    }
-    this.#complete(key, text, ttl);
-  }
-
-  async fail(key: string, token: string): Promise<boolean> {
-    this.#lifecycle.assertOpen();
-    assertValidKey(key);
-    assertReservationToken(token);
+  protected async _complete(key: string, token: string, text: string, ttl: number | undefined): Promise<boolean> {
     if (!this.#holds(key, token)) return false;
-    this.#storage.idempotency.delete(key);
+    this.#write(key, { status: 'completed', text, expiresAt: this.#expiry(ttl) });
     return true;
   }
 
-  close(): Promise<void> {
-    return this.#lifecycle.close();
+  protected async _fail(key: string, token: string): Promise<boolean> {
+    if (!this.#holds(key, token)) return false;
+    this.#storage.idempotency.delete(key);
+    return true;
   }
 
   /**
@@ -115,15 +80,12 @@ export class MemoryIdempotencyStore implements IdempotencyStore {
     return entry && isLive(entry.expiresAt, this.#clock.now()) ? entry : null;
   }
 
-  #complete(key: string, text: string, ttl: number | undefined): void {
-    const now = this.#clock.now();
-    this.#storage.idempotency.set(key, { status: 'completed', text, expiresAt: ttl === undefined ? null : now + ttl });
-    this.#storage.noteWrite(this.#storage.idempotency, now);
+  #expiry(ttl: number | undefined): number | null {
+    return ttl === undefined ? null : this.#clock.now() + ttl;
   }
 
-  #record<T>(entry: Extract<IdempotencyEntry, { status: 'completed' }>): IdempotencyRecord<T> {
-    const record: IdempotencyRecord<T> = { value: this.#codec.decode(entry.text) as T };
-    if (entry.expiresAt !== null) record.expiresAt = entry.expiresAt;
-    return record;
+  #write(key: string, entry: IdempotencyEntry): void {
+    this.#storage.idempotency.set(key, entry);
+    this.#storage.noteWrite(this.#storage.idempotency, this.#clock.now());
   }
 }

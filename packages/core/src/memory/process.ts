@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js';
 import { StowageError } from '../errors.js';
 import { compareKeys } from '../keys.js';
 import { Lifecycle } from '../lifecycle.js';
+import { ProcessBackendBase } from '../adapter/process.js';
 import type { JsonObject } from '../json.js';
 import type {
   ClaimRequest,
@@ -10,7 +11,6 @@ import type {
   ExtendLeaseRequest,
   FindClaimableRequest,
   ListItemsRequest,
-  ProcessBackend,
   ProcessChange,
   ProcessFeed,
   ProcessFeedReadOptions,
@@ -20,17 +20,6 @@ import type {
   TransitionRecord,
   TransitionRequest,
 } from '../contracts/process.js';
-import {
-  assertClaimRequest,
-  assertCreateItemRequest,
-  assertFindClaimableRequest,
-  assertItemId,
-  assertListItemsRequest,
-  assertProcessName,
-  assertReleaseRequest,
-  assertStateName,
-  assertTransitionRequest,
-} from '../process/validation.js';
 import { MEMORY_CAPABILITIES, resolveMemoryOptions, type MemoryOptions, type MemoryStorage } from './storage.js';
 
 /** The in-memory process backend pushes changes to its feeds (in-process events). */
@@ -114,8 +103,8 @@ function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
 }
 
 /** Process names cannot contain NUL, so this key is unambiguous. */
-function itemKey(process: string, id: string): string {
-  return `${process}\u0000${id}`;
+function itemKey(processName: string, id: string): string {
+  return `${processName}\u0000${id}`;
 }
 
 export type MemoryProcessBackendOptions = MemoryOptions;
@@ -125,22 +114,20 @@ export type MemoryProcessBackendOptions = MemoryOptions;
  * resume token, and feeds are woken by in-process events. Backends built on one
  * `createMemoryStorage()` share items, like processes on one database.
  */
-export class MemoryProcessBackend implements ProcessBackend {
+export class MemoryProcessBackend extends ProcessBackendBase {
   readonly capabilities: Capabilities = MEMORY_PROCESS_CAPABILITIES;
   readonly #tables: ProcessTables;
   readonly #clock: Clock;
-  readonly #lifecycle = new Lifecycle('MemoryProcessBackend');
   readonly #feeds = new Set<MemoryFeed>();
 
   constructor(options?: MemoryProcessBackendOptions) {
+    super({ name: 'MemoryProcessBackend', system: 'memory' });
     const { storage, clock } = resolveMemoryOptions(options);
     this.#tables = tablesOf(storage);
     this.#clock = clock;
   }
 
-  async createItem(request: CreateItemRequest): Promise<{ item: ProcessItem; created: boolean }> {
-    this.#lifecycle.assertOpen();
-    assertCreateItemRequest(request);
+  protected async _createItem(request: CreateItemRequest): Promise<{ item: ProcessItem; created: boolean }> {
     const key = itemKey(request.process, request.id);
     const existing = this.#tables.items.get(key);
     if (existing) return { item: toItem(existing), created: false };
@@ -163,37 +150,26 @@ export class MemoryProcessBackend implements ProcessBackend {
     return { item: toItem(record), created: true };
   }
 
-  async getItem(process: string, id: string): Promise<ProcessItem | null> {
-    this.#lifecycle.assertOpen();
-    assertProcessName(process);
-    assertItemId(id);
-    const record = this.#tables.items.get(itemKey(process, id));
+  protected async _getItem(processName: string, id: string): Promise<ProcessItem | null> {
+    const record = this.#tables.items.get(itemKey(processName, id));
     return record ? toItem(record) : null;
   }
 
-  async listItems(request: ListItemsRequest): Promise<ProcessItem[]> {
-    this.#lifecycle.assertOpen();
-    assertListItemsRequest(request);
-    const { process, state, after, limit } = request;
+  protected async _listItems(request: ListItemsRequest): Promise<ProcessItem[]> {
+    const { state, after, limit } = request;
     return [...this.#tables.items.values()]
-      .filter((record) => record.process === process && (state === undefined || record.state === state))
+      .filter((record) => record.process === request.process && (state === undefined || record.state === state))
       .filter((record) => after === undefined || compareKeys(record.id, after) > 0)
       .sort((a, b) => compareKeys(a.id, b.id))
       .slice(0, limit)
       .map(toItem);
   }
 
-  async history(process: string, id: string): Promise<TransitionRecord[]> {
-    this.#lifecycle.assertOpen();
-    assertProcessName(process);
-    assertItemId(id);
-    return (this.#tables.logByItem.get(itemKey(process, id)) ?? []).map(toTransition);
+  protected async _history(processName: string, id: string): Promise<TransitionRecord[]> {
+    return (this.#tables.logByItem.get(itemKey(processName, id)) ?? []).map(toTransition);
   }
 
-  async openFeed(process: string, state: string, position: string | null): Promise<ProcessFeed> {
-    this.#lifecycle.assertOpen();
-    assertProcessName(process);
-    assertStateName(state);
+  protected async _openFeed(processName: string, state: string, position: string | null): Promise<ProcessFeed> {
     const head = this.#tables.log.length;
     let start = head;
     let resumed = false;
@@ -205,23 +181,21 @@ export class MemoryProcessBackend implements ProcessBackend {
         resumed = true;
       }
     }
-    const feed = new MemoryFeed(this.#tables, itemKey(process, state), start, resumed, this.#lifecycle, (closed) =>
+    const feed = new MemoryFeed(this.#tables, itemKey(processName, state), start, resumed, () => this.assertOpen(), (closed) =>
       this.#feeds.delete(closed),
     );
     this.#feeds.add(feed);
     return feed;
   }
 
-  async findClaimable(request: FindClaimableRequest): Promise<ProcessChange[]> {
-    this.#lifecycle.assertOpen();
-    assertFindClaimableRequest(request);
+  protected async _findClaimable(request: FindClaimableRequest): Promise<ProcessChange[]> {
     const now = this.#clock.now();
-    const { process, state, includeUnclaimed, unclaimedFor, limit } = request;
+    const { state, includeUnclaimed, unclaimedFor, limit } = request;
     const unclaimed = (record: ItemRecord) => includeUnclaimed || (unclaimedFor !== undefined && record.updatedAt <= now - unclaimedFor);
     return [...this.#tables.items.values()]
       .filter(
         (record) =>
-          record.process === process &&
+          record.process === request.process &&
           record.state === state &&
           (record.leaseOwner === null ? unclaimed(record) : record.leaseUntil! <= now),
       )
@@ -230,9 +204,7 @@ export class MemoryProcessBackend implements ProcessBackend {
       .map((record) => ({ itemId: record.id, state: record.state, version: record.version, position: '' }));
   }
 
-  async claim(request: ClaimRequest): Promise<ProcessItem | null> {
-    this.#lifecycle.assertOpen();
-    assertClaimRequest(request);
+  protected async _claim(request: ClaimRequest): Promise<ProcessItem | null> {
     const record = this.#tables.items.get(itemKey(request.process, request.itemId));
     const now = this.#clock.now();
     if (!record || record.state !== request.state || record.version !== request.version) return null;
@@ -243,18 +215,14 @@ export class MemoryProcessBackend implements ProcessBackend {
     return toItem(record);
   }
 
-  async extendLease(request: ExtendLeaseRequest): Promise<boolean> {
-    this.#lifecycle.assertOpen();
-    assertClaimRequest(request);
+  protected async _extendLease(request: ExtendLeaseRequest): Promise<boolean> {
     const record = this.#heldBy(request);
     if (!record) return false;
     record.leaseUntil = this.#clock.now() + request.lease;
     return true;
   }
 
-  async release(request: ReleaseRequest): Promise<boolean> {
-    this.#lifecycle.assertOpen();
-    assertReleaseRequest(request);
+  protected async _release(request: ReleaseRequest): Promise<boolean> {
     const record = this.#heldBy(request);
     if (!record) return false;
     record.leaseUntil = this.#clock.now() + request.delay;
@@ -263,9 +231,7 @@ export class MemoryProcessBackend implements ProcessBackend {
     return true;
   }
 
-  async transition(request: TransitionRequest): Promise<ProcessItem | null> {
-    this.#lifecycle.assertOpen();
-    assertTransitionRequest(request);
+  protected async _transition(request: TransitionRequest): Promise<ProcessItem | null> {
     const record = this.#tables.items.get(itemKey(request.process, request.itemId));
     if (!record || record.state !== request.from || record.version !== request.version) return null;
     const now = this.#clock.now();
@@ -291,10 +257,8 @@ export class MemoryProcessBackend implements ProcessBackend {
     return toItem(record);
   }
 
-  close(): Promise<void> {
-    return this.#lifecycle.close(async () => {
-      await Promise.all([...this.#feeds].map((feed) => feed.close()));
-    });
+  protected override async _close(): Promise<void> {
+    await Promise.all([...this.#feeds].map((feed) => feed.close()));
   }
 
   /**
@@ -319,7 +283,7 @@ class MemoryFeed implements ProcessFeed {
     private readonly target: string,
     start: number,
     readonly resumed: boolean,
-    private readonly backendLifecycle: Lifecycle,
+    private readonly assertBackendOpen: () => void,
     private readonly onClose: (feed: MemoryFeed) => void,
   ) {
     this.#position = start;
@@ -346,8 +310,7 @@ class MemoryFeed implements ProcessFeed {
   }
 
   #assertOpen(): void {
-    this.backendLifecycle.assertOpen();
-    this.#lifecycle.assertOpen();
+    this.assertBackendOpen();
   }
 
   #take(limit: number): ProcessChange[] {

@@ -1,7 +1,8 @@
 import type { Capabilities } from '../capabilities.js';
 import { monotonicClock, type Clock } from '../clock.js';
 import { StowageError } from '../errors.js';
-import type { Lease } from '../lock-support.js';
+import type { StoredCheckpoint } from '../adapter/checkpoints.js';
+import type { Lease, LeaseDriver } from '../adapter/lock-support.js';
 
 /**
  * What the in-memory adapter can do. Every operation runs atomically on the event loop, so
@@ -64,13 +65,6 @@ export interface CircuitRecord {
   openUntil?: number;
 }
 
-export interface CheckpointRecord {
-  id: string;
-  taskId: string;
-  sequence: number;
-  /** The whole checkpoint, encoded, so readers always get a fresh copy. */
-  text: string;
-}
 
 export type IdempotencyEntry =
   | { status: 'in-flight'; token: string; expiresAt: number }
@@ -78,16 +72,51 @@ export type IdempotencyEntry =
 
 /**
  * Leases by key, with fencing tokens that never go back and in-process wake-ups on release.
- * Both the lock provider and the snapshot store's `WorkflowLock` use one.
+ * Both the lock provider and the snapshot store's `WorkflowLock` use one, through
+ * {@link MemoryLeaseTable.driver}.
  */
-export class LeaseTable {
+export class MemoryLeaseTable {
   readonly #leases = new Map<string, { owner: string; fence: number; expiresAt: number }>();
   /** Highest fence ever granted per key; never reset, not even by forceRelease. */
   readonly #fences = new Map<string, number>();
   readonly #waiters = new Map<string, Set<() => void>>();
 
-  /** Grants the lease if it is free, expired, or held by `owner` (who keeps the fence). */
-  acquire(key: string, owner: string, ttl: number, now: number): Lease | null {
+  /** The lease operations of this table, on `clock`. */
+  driver(clock: Clock): LeaseDriver {
+    return {
+      acquire: async (key, owner, ttl) => this.#acquire(key, owner, ttl, clock.now()),
+      extend: async (key, owner, ttl) => {
+        const current = this.#live(key, owner, clock.now());
+        if (!current) return null;
+        current.expiresAt = clock.now() + ttl;
+        return new Date(current.expiresAt);
+      },
+      release: async (key, owner) => {
+        if (!this.#live(key, owner, clock.now())) return false;
+        this.#leases.delete(key);
+        this.#wakeOne(key);
+        return true;
+      },
+      forceRelease: async (key) => {
+        if (this.#leases.delete(key)) this.#wakeOne(key);
+      },
+      isHeld: async (key, owner) => this.#live(key, owner, clock.now()) !== undefined,
+      waitForRelease: (key, signal) => this.#waitForRelease(key, signal),
+      clearExpired: async () => {
+        const now = clock.now();
+        let removed = 0;
+        for (const [key, lease] of this.#leases) {
+          if (lease.expiresAt <= now) {
+            this.#leases.delete(key);
+            removed++;
+          }
+        }
+        return removed;
+      },
+    };
+  }
+
+  #acquire(key: string, owner: string, ttl: number, now: number): Lease | null {
     const current = this.#leases.get(key);
     if (current && current.expiresAt > now && current.owner !== owner) return null;
     let fence: number;
@@ -102,32 +131,13 @@ export class LeaseTable {
     return { key, owner, fence, expiresAt: new Date(expiresAt) };
   }
 
-  extend(key: string, owner: string, ttl: number, now: number): Date | null {
+  #live(key: string, owner: string, now: number) {
     const current = this.#leases.get(key);
-    if (!current || current.owner !== owner || current.expiresAt <= now) return null;
-    current.expiresAt = now + ttl;
-    return new Date(current.expiresAt);
-  }
-
-  release(key: string, owner: string, now: number): boolean {
-    const current = this.#leases.get(key);
-    if (!current || current.owner !== owner || current.expiresAt <= now) return false;
-    this.#leases.delete(key);
-    this.#notify(key);
-    return true;
-  }
-
-  forceRelease(key: string): void {
-    if (this.#leases.delete(key)) this.#notify(key);
-  }
-
-  isHeld(key: string, owner: string, now: number): boolean {
-    const current = this.#leases.get(key);
-    return current !== undefined && current.owner === owner && current.expiresAt > now;
+    return current !== undefined && current.owner === owner && current.expiresAt > now ? current : undefined;
   }
 
   /** Resolves when `key` is released (or force-released); never rejects, settles on abort. */
-  waitForRelease(key: string, signal: AbortSignal): Promise<void> {
+  #waitForRelease(key: string, signal: AbortSignal): Promise<void> {
     return new Promise((resolve) => {
       if (signal.aborted) return resolve();
       let waiters = this.#waiters.get(key);
@@ -143,8 +153,10 @@ export class LeaseTable {
     });
   }
 
-  #notify(key: string): void {
-    for (const wake of [...(this.#waiters.get(key) ?? [])]) wake();
+  /** A release hands the key to the longest waiter only; the others keep waiting (or poll). */
+  #wakeOne(key: string): void {
+    const first = this.#waiters.get(key)?.values().next();
+    if (first && !first.done) first.value();
   }
 }
 
@@ -155,21 +167,39 @@ export class LeaseTable {
 export class MemoryStorage {
   readonly clock: Clock;
   /** @internal */ readonly kv = new Map<string, KeyValueRecord>();
-  /** @internal */ readonly snapshots = new Map<string, SnapshotRecord>();
-  /** @internal */ readonly locks = new LeaseTable();
-  /** @internal */ readonly workflowLocks = new LeaseTable();
-  /** @internal */ readonly cache = new Map<string, CacheRecord>();
+  /** @internal Snapshots by prefix, then id: each prefix is its own namespace. */
+  readonly snapshots = new Map<string, Map<string, SnapshotRecord>>();
+  /** @internal */ readonly locks = new MemoryLeaseTable();
+  /** @internal */ readonly workflowLocks = new MemoryLeaseTable();
+  /** @internal Cache entries by prefix, then key: each prefix is its own namespace. */
+  readonly cache = new Map<string, Map<string, CacheRecord>>();
   /** @internal */ readonly circuits = new Map<string, CircuitRecord>();
-  /** @internal */ readonly checkpoints = new Map<string, CheckpointRecord>();
+  /** @internal */ readonly checkpoints = new Map<string, StoredCheckpoint>();
   /** @internal Checkpoint ids by task and sequence: the unique `(taskId, sequence)` index. */
   readonly checkpointsByTask = new Map<string, Map<number, string>>();
   /** @internal */ readonly idempotency = new Map<string, IdempotencyEntry>();
 
   readonly #writesSinceSweep = new Map<Map<string, Expiring>, number>();
+  #lastVersion = 0;
 
   constructor(options: MemoryStorageOptions = {}) {
     assertClock(options.clock);
     this.clock = options.clock ?? monotonicClock;
+  }
+
+  /**
+   * @internal The version of a write: higher than every version this storage ever handed out,
+   * so a version is never reused for a key, also after delete or expiry.
+   */
+  nextVersion(): number {
+    return ++this.#lastVersion;
+  }
+
+  /** @internal The table of one namespace, created on first use. */
+  namespace<T>(tables: Map<string, Map<string, T>>, prefix: string): Map<string, T> {
+    let table = tables.get(prefix);
+    if (!table) tables.set(prefix, (table = new Map()));
+    return table;
   }
 
   /**

@@ -70,6 +70,9 @@ export function defineProcess<
     }
     if (definition.concurrency !== undefined) assertConcurrency(definition.concurrency, `states.${state}.concurrency`);
     if (definition.lease !== undefined) assertValidDuration(definition.lease, `states.${state}.lease`);
+    if (definition.transactional !== undefined && typeof definition.transactional !== 'boolean') {
+      invalid(`states.${state}.transactional must be a boolean`);
+    }
     if (definition.retry !== undefined) assertRetryOptions(definition.retry, `states.${state}.retry`);
   }
 

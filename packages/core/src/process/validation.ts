@@ -159,8 +159,8 @@ export function assertTransitionRequest(request: TransitionRequest): void {
  * redeliveries of that stay, different for every other. The item id comes last so that ids
  * containing ":" cannot collide.
  */
-export function transitionKey(process: string, state: string, version: number, itemId: string): string {
-  return `${process}:${state}:${version}:${itemId}`;
+export function transitionKey(processName: string, state: string, version: number, itemId: string): string {
+  return `${processName}:${state}:${version}:${itemId}`;
 }
 
 /** Errors stored as `lastError` are cut to this many characters. */

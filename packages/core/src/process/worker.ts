@@ -5,8 +5,6 @@ import { assertValidDuration, describeValue } from '../keys.js';
 import type { JsonObject } from '../json.js';
 import type { KeyValueStore } from '../contracts/kv.js';
 import type {
-  HandlerContext,
-  HandlerResult,
   ProcessBackend,
   ProcessChange,
   ProcessDefinition,
@@ -17,8 +15,9 @@ import type {
   ProcessWorkerOptions,
   StateDefinition,
 } from '../contracts/process.js';
-import { assertConcurrency, resolveRetry } from './define.js';
-import { assertItemData, assertWorkerName, describeError, transitionKey } from './validation.js';
+import { assertConcurrency } from './define.js';
+import { Task } from './task.js';
+import { assertWorkerName } from './validation.js';
 
 export const DEFAULT_CURSOR_PREFIX = 'stowage:process:';
 const DEFAULT_POLL_INTERVAL = 1000;
@@ -28,11 +27,21 @@ const MAX_RECOVERY_INTERVAL = 5000;
 const DEFAULT_UNCLAIMED_AFTER = 30_000;
 
 /** The KeyValueStore key under which a worker keeps its resume token for one state. */
-export function cursorKey(prefix: string, process: string, state: string, worker: string): string {
-  return `${prefix}${process}:cursor:${state}:${worker}`;
+export function cursorKey(prefix: string, processName: string, state: string, worker: string): string {
+  return `${prefix}${processName}:cursor:${state}:${worker}`;
 }
 
-interface WorkerSettings {
+/** The owner (worker incarnation) a stored cursor value names, if it names one. */
+function savedBy(value: string | undefined): unknown {
+  try {
+    return value === undefined ? undefined : (JSON.parse(value) as { owner?: unknown }).owner;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What a worker, its state runners and their tasks share. */
+export interface WorkerSettings {
   name: string;
   /** Unique per incarnation: a restarted worker with the same name never shares claims with its predecessor. */
   owner: string;
@@ -86,10 +95,11 @@ class Wakeup {
 }
 
 /**
- * The worker: one {@link StateRunner} per state it runs, each with its own feed, cursor and
- * concurrency. See `ProcessWorker` for the contract.
+ * The engine's worker (what `bindProcess(…).worker(options)` returns): one
+ * {@link StateRunner} per state it runs, each with its own feed, cursor and concurrency, and
+ * one {@link Task} per claimed item. See `ProcessWorker` for the contract.
  */
-export class StateMachineWorker implements ProcessWorker {
+export class EngineWorker implements ProcessWorker {
   readonly name: string;
   readonly stopped: Promise<void>;
   #settings: WorkerSettings;
@@ -179,6 +189,7 @@ export class StateMachineWorker implements ProcessWorker {
     this.#starting = (async () => {
       try {
         await Promise.all(this.#runners.map((runner) => runner.open()));
+        await this.#assertTransactions();
       } catch (error) {
         await Promise.all(this.#runners.map((runner) => runner.closeFeed()));
         this.#status = 'stopped';
@@ -194,6 +205,20 @@ export class StateMachineWorker implements ProcessWorker {
       this.#cursorTimer.unref();
     })();
     return this.#starting;
+  }
+
+  /** Transactional states need a backend that begins transactions: an empty one is tried. */
+  async #assertTransactions(): Promise<void> {
+    const { backend, definition } = this.#settings;
+    const states = definition.states as Record<string, StateDefinition<JsonObject, string>>;
+    const transactional = this.#runners.map((runner) => runner.state).filter((state) => states[state]!.transactional === true);
+    if (transactional.length === 0) return;
+    const refused = () =>
+      new StowageError('E_INVALID_OPTION', `state ${transactional.map((state) => `"${state}"`).join(', ')} is transactional, but this process backend cannot begin transactions on its database`);
+    if (typeof backend.transaction !== 'function') throw refused();
+    await backend.transaction(async () => undefined).catch((error: unknown) => {
+      throw isStowageError(error, 'E_INVALID_OPTION') ? refused() : error;
+    });
   }
 
   stop(): Promise<void> {
@@ -423,200 +448,25 @@ class StateRunner {
         cursor.version = await cursors.compareAndSet(cursor.key, value, cursor.version);
       } catch (error) {
         if (!isStowageError(error, 'E_VERSION_CONFLICT')) throw error;
+        const current = await cursors.getEntry(cursor.key);
         // Another process wrote this worker's cursor: two workers share a name. Any position a
         // worker saved is safe to resume from (it only passed settled changes), so the last
-        // write wins, but the misconfiguration is reported.
-        emit({
-          type: 'error',
-          state: this.state,
-          during: `saving the cursor: another process also runs as worker "${name}"`,
-          error,
-        });
-        const current = await cursors.getEntry(cursor.key);
+        // write wins, but the misconfiguration is reported. A save of this incarnation's own
+        // that was applied without its answer (a connection cut, a failover) is no such sign.
+        if (savedBy(current?.value) !== owner) {
+          emit({
+            type: 'error',
+            state: this.state,
+            during: `saving the cursor: another process also runs as worker "${name}"`,
+            error,
+          });
+        }
         cursor.version = await cursors.compareAndSet(cursor.key, value, current?.version ?? null);
       }
       cursor.saved = position;
       emit({ type: 'cursor-saved', state: this.state, position });
     } catch (error) {
       emit({ type: 'error', state: this.state, during: 'saving the cursor', error });
-    }
-  }
-}
-
-/** One claimed item: runs its handler while keeping the lease, then applies the result. */
-class Task {
-  readonly done: Promise<void>;
-  finished = false;
-  handedBack = false;
-  #controller = new AbortController();
-  #extending: Promise<unknown> = Promise.resolve();
-
-  constructor(
-    private readonly settings: WorkerSettings,
-    private readonly item: ProcessItem,
-    private readonly lease: number,
-  ) {
-    this.done = this.#run().finally(() => {
-      this.finished = true;
-    });
-  }
-
-  get #request() {
-    const { definition, owner } = this.settings;
-    return { process: definition.name, itemId: this.item.id, version: this.item.version, owner };
-  }
-
-  async #run(): Promise<void> {
-    const { definition, emit, outOfTime } = this.settings;
-    const item = this.item;
-    const key = transitionKey(definition.name, item.state, item.version, item.id);
-    const retry = resolveRetry(definition, item.state);
-    try {
-      if (item.attempts > retry.maxAttempts) {
-        // Earlier attempts ended without a result (their workers died): do not run it again.
-        const error = `gave up after ${retry.maxAttempts} attempts; the last ones ended without a result${item.lastError ? ` (last error: ${item.lastError})` : ''}`;
-        await this.#deadLetter(key, error);
-        return;
-      }
-      const onOutOfTime = () => this.#controller.abort(new StowageError('E_TIMEOUT', 'the worker is shutting down'));
-      outOfTime.addEventListener('abort', onOutOfTime, { once: true });
-      const keepAlive = setInterval(() => this.#extendLease(keepAlive), Math.max(1, Math.floor(this.lease / 3)));
-      keepAlive.unref();
-      let outcome: { result: HandlerResult<JsonObject, string> } | { error: unknown };
-      try {
-        outcome = { result: await this.#callHandler(key) };
-      } catch (error) {
-        outcome = { error };
-      } finally {
-        clearInterval(keepAlive);
-        outOfTime.removeEventListener('abort', onOutOfTime);
-      }
-      await this.#extending;
-      if (this.handedBack) return;
-      if ('error' in outcome) await this.#fail(key, outcome.error, retry);
-      else await this.#apply(key, outcome.result, retry);
-    } catch (error) {
-      // A write failed (database unreachable, backend closed): the lease runs out and the item is retried.
-      emit({ type: 'error', state: item.state, during: `finishing item ${JSON.stringify(item.id)}`, error });
-    }
-  }
-
-  #callHandler(key: string): Promise<HandlerResult<JsonObject, string>> {
-    const { definition, name } = this.settings;
-    const state = (definition.states as Record<string, StateDefinition<JsonObject, string>>)[this.item.state]!;
-    const context: HandlerContext = {
-      idempotencyKey: key,
-      attempt: this.item.attempts,
-      signal: this.#controller.signal,
-      worker: name,
-    };
-    return Promise.resolve().then(() => state.handler(this.item, context));
-  }
-
-  #extendLease(timer: NodeJS.Timeout): void {
-    this.#extending = this.#extending
-      .then(() => this.settings.backend.extendLease({ ...this.#request, lease: this.lease }))
-      .then(
-        (held) => {
-          if (held) return;
-          clearInterval(timer);
-          this.#controller.abort(new StowageError('E_LOCK_LOST', 'the claim on this item was lost'));
-        },
-        (error: unknown) => {
-          this.settings.emit({ type: 'error', state: this.item.state, during: 'extending a lease', error });
-          if (!isStowageError(error, 'E_CLOSED')) return;
-          // The backend is gone (the process is going away): the claim cannot be kept.
-          clearInterval(timer);
-          this.#controller.abort(error);
-        },
-      );
-  }
-
-  async #apply(key: string, result: HandlerResult<JsonObject, string>, retry: ReturnType<typeof resolveRetry>): Promise<void> {
-    const { backend, definition, emit } = this.settings;
-    const item = this.item;
-    let to: string;
-    let data: JsonObject | undefined;
-    if (typeof result === 'string') {
-      to = result;
-    } else if (result !== null && typeof result === 'object' && 'wait' in result) {
-      const delay = result.wait;
-      if (!Number.isSafeInteger(delay) || delay < 0) {
-        return this.#fail(key, new StowageError('E_INVALID_VALUE', `wait must be a non-negative integer number of ms, got ${describeValue(delay)}`), retry);
-      }
-      if (await backend.release({ ...this.#request, delay, refundAttempt: true })) {
-        emit({ type: 'waiting', state: item.state, itemId: item.id, delay });
-      }
-      return;
-    } else if (result !== null && typeof result === 'object' && 'to' in result) {
-      to = result.to;
-      data = result.data;
-    } else {
-      return this.#fail(key, new StowageError('E_INVALID_VALUE', `the handler of "${item.state}" returned ${describeValue(result)}, not a state, { to } or { wait }`), retry);
-    }
-    const known = (definition.activeStates as readonly string[]).includes(to) || (definition.terminal as readonly string[]).includes(to);
-    if (!known || to === item.state) {
-      return this.#fail(
-        key,
-        new StowageError('E_INVALID_VALUE', `the handler of "${item.state}" returned ${describeValue(to)}, which is ${known ? 'the current state (return { wait } to run again later)' : 'not a state of the process'}`),
-        retry,
-      );
-    }
-    if (data !== undefined) {
-      try {
-        assertItemData(data);
-      } catch (error) {
-        return this.#fail(key, error, retry);
-      }
-    }
-    const moved = await backend.transition({ process: definition.name, itemId: item.id, from: item.state, version: item.version, to, ...(data !== undefined && { data }), kind: 'advance', key });
-    if (moved === null) emit({ type: 'conflict', state: item.state, itemId: item.id, version: item.version });
-    else emit({ type: 'advanced', state: item.state, itemId: item.id, to, version: moved.version, key });
-  }
-
-  async #fail(key: string, error: unknown, retry: ReturnType<typeof resolveRetry>): Promise<void> {
-    const { backend, emit } = this.settings;
-    const item = this.item;
-    const message = describeError(error);
-    if (item.attempts >= retry.maxAttempts) {
-      await this.#deadLetter(key, message);
-      return;
-    }
-    const delay = retry.delay(item.attempts);
-    if (await backend.release({ ...this.#request, delay, refundAttempt: false, error: message })) {
-      emit({ type: 'retry', state: item.state, itemId: item.id, attempt: item.attempts, delay, error: message });
-    }
-  }
-
-  async #deadLetter(key: string, error: string): Promise<void> {
-    const { backend, definition, emit } = this.settings;
-    const item = this.item;
-    const moved = await backend.transition({
-      process: definition.name,
-      itemId: item.id,
-      from: item.state,
-      version: item.version,
-      to: definition.deadLetter,
-      kind: 'dead-letter',
-      key,
-      error,
-    });
-    if (moved === null) emit({ type: 'conflict', state: item.state, itemId: item.id, version: item.version });
-    else emit({ type: 'dead-lettered', state: item.state, itemId: item.id, attempt: item.attempts, error });
-  }
-
-  /** Shutdown ran out of time: abort the handler and give the item back at once, attempt refunded. */
-  async handBack(): Promise<void> {
-    const { backend, emit } = this.settings;
-    this.handedBack = true;
-    this.#controller.abort(new StowageError('E_TIMEOUT', 'the worker is shutting down'));
-    try {
-      await this.#extending;
-      if (await backend.release({ ...this.#request, delay: 0, refundAttempt: true })) {
-        emit({ type: 'handed-back', state: this.item.state, itemId: this.item.id, version: this.item.version });
-      }
-    } catch (error) {
-      emit({ type: 'error', state: this.item.state, during: 'handing an item back', error });
     }
   }
 }

@@ -8,9 +8,13 @@ import type { CheckpointStore } from '../../src/contracts/checkpoints.js';
 import type { CircuitBreakerStore } from '../../src/contracts/circuit-breaker.js';
 import type { IdempotencyStore } from '../../src/contracts/idempotency.js';
 import type { KeyValueStore } from '../../src/contracts/kv.js';
-import type { LockHandle, LockProvider } from '../../src/contracts/locks.js';
+import type { AcquireOptions, LockHandle, LockProvider } from '../../src/contracts/locks.js';
+import type { SnapshotSaveOptions, SnapshotStore } from '../../src/contracts/snapshots.js';
+import { escapeGlob } from '../../src/glob.js';
+import type { JsonObject } from '../../src/json.js';
+import type { ProcessBackend, TransitionRequest } from '../../src/contracts/process.js';
 import type { ConformanceAdapter, ConformanceContext } from '../../src/conformance/types.js';
-import { isStowageError } from '../../src/errors.js';
+import { StowageError, isStowageError } from '../../src/errors.js';
 import {
   MemoryCacheProvider,
   MemoryCheckpointStore,
@@ -18,6 +22,7 @@ import {
   MemoryIdempotencyStore,
   MemoryKeyValueStore,
   MemoryLockProvider,
+  MemoryProcessBackend,
   createMemoryStorage,
   memory,
   type MemoryStorage,
@@ -34,16 +39,17 @@ function override<T extends object>(target: T, overrides: Partial<Record<keyof T
   });
 }
 
-/** The honest memory adapter's factories on one storage, for a variant to break one of. */
-function memoryContext(storage: MemoryStorage): Required<Omit<ConformanceContext, 'cleanup' | 'process'>> {
+/** The honest memory adapter's factories on one storage (it has no transaction to begin), for a variant to break one of. */
+function memoryContext(storage: MemoryStorage): Required<Omit<ConformanceContext, 'cleanup' | 'beginTransaction'>> {
   return {
     kv: async () => new MemoryKeyValueStore({ storage }),
-    snapshots: async ({ lock }) => (lock ? memory({ storage, lock: true }) : memory({ storage })),
+    snapshots: async ({ lock, prefix }) => (lock ? memory({ storage, prefix, lock: true }) : memory({ storage, prefix })),
     locks: async () => new MemoryLockProvider({ storage }),
     cache: async (options) => new MemoryCacheProvider({ ...options, storage }),
     circuitBreaker: async () => new MemoryCircuitBreakerStore({ storage }),
-    checkpoints: async () => new MemoryCheckpointStore({ storage }),
+    checkpoints: async (options) => new MemoryCheckpointStore({ storage, ...options }),
     idempotency: async () => new MemoryIdempotencyStore({ storage }),
+    process: async () => new MemoryProcessBackend({ storage }),
   };
 }
 
@@ -195,6 +201,126 @@ export const BROKEN_VARIANTS = {
           } catch (error) {
             if (!isStowageError(error, 'E_VERSION_CONFLICT')) throw error;
           }
+        },
+      });
+    },
+  }),
+
+  /**
+   * transition compares the state but not the version (an UPDATE … WHERE state = $from that
+   * forgot the version): a worker that read an earlier stay in the same state still applies.
+   */
+  'process-transition-ignores-version': (storage) => ({
+    process: async () => {
+      const backend = new MemoryProcessBackend({ storage });
+      return override<ProcessBackend>(backend, {
+        transition: async (request: TransitionRequest) => {
+          const current = await backend.getItem(request.process, request.itemId);
+          const sameState = current !== null && current.state === request.from;
+          return backend.transition(sameState ? { ...request, version: current.version } : request);
+        },
+      });
+    },
+  }),
+
+  /**
+   * Versions count writes since the key was created and start over at 1 after a delete (the
+   * old rule): a compare-and-set based on a read from before the delete succeeds on the
+   * re-created key (ABA).
+   */
+  'versions-restart-after-delete': (storage) => ({
+    kv: async () => {
+      const kv = new MemoryKeyValueStore({ storage });
+      const writes = new Map<string, number>();
+      const wrote = (key: string) => writes.set(key, (writes.get(key) ?? 0) + 1).get(key)!;
+      return override<KeyValueStore>(kv, {
+        set: async (key: string, value: string, options?: { ttl?: number }) => {
+          await kv.set(key, value, options);
+          wrote(key);
+        },
+        setMany: async (entries: readonly { key: string; value: string; ttl?: number }[]) => {
+          await kv.setMany(entries);
+          for (const key of new Set(entries.map((entry) => entry.key))) wrote(key);
+        },
+        delete: async (key: string) => {
+          writes.delete(key);
+          return kv.delete(key);
+        },
+        getEntry: async (key: string) => {
+          const entry = await kv.getEntry(key);
+          return entry && { ...entry, version: writes.get(key) ?? 1 };
+        },
+        compareAndSet: async (key: string, value: string, expected: number | null, options?: { ttl?: number }) => {
+          const live = await kv.getEntry(key);
+          if ((live === null ? null : (writes.get(key) ?? 1)) !== expected) {
+            throw new StowageError('E_VERSION_CONFLICT', `"${key}" is not at version ${expected}`);
+          }
+          if (live === null) writes.delete(key);
+          await kv.set(key, value, options);
+          return wrote(key);
+        },
+      });
+    },
+  }),
+
+  /** A cache prefix is pasted in front of the key in one shared table: `users:` sees `users:admin:`'s entries. */
+  'cache-prefix-concatenated': (storage) => ({
+    cache: async (options) => {
+      const prefix = options.prefix ?? '';
+      const shared = new MemoryCacheProvider({ ...options, prefix: '', storage });
+      return override<CacheProvider>(shared, {
+        get: (key: string) => shared.get(prefix + key),
+        set: (key: string, value: unknown, ttl?: number) => shared.set(prefix + key, value, ttl),
+        has: (key: string) => shared.has(prefix + key),
+        delete: (key: string) => shared.delete(prefix + key),
+        keys: async (pattern = '*') => (await shared.keys(escapeGlob(prefix) + pattern)).map((key) => key.slice(prefix.length)),
+        clear: async () => {
+          for (const key of await shared.keys(`${escapeGlob(prefix)}*`)) await shared.delete(key);
+        },
+      });
+    },
+  }),
+
+  /** A snapshot store prefix is pasted in front of the id: prefix `t1` loads tenant `t11`'s `:invoice` as `1:invoice`. */
+  'snapshot-prefix-concatenated': (storage) => ({
+    snapshots: async ({ prefix = '' }) => {
+      const shared = memory<JsonObject>({ storage });
+      return override<SnapshotStore<JsonObject>>(shared, {
+        save: (id: string, snapshot: JsonObject, options?: SnapshotSaveOptions) => shared.save(prefix + id, snapshot, options),
+        load: (id: string) => shared.load(prefix + id),
+        loadVersioned: (id: string) => shared.loadVersioned(prefix + id),
+        delete: (id: string) => shared.delete(prefix + id),
+        list: async (options?: { prefix?: string; limit?: number }) =>
+          (await shared.list({ ...options, prefix: prefix + (options?.prefix ?? '') })).map((item) => ({ ...item, id: item.id.slice(prefix.length) })),
+      });
+    },
+  }),
+
+  /** acquire never hears the caller's signal: an aborted waiter still takes the lock later. */
+  'acquire-ignores-abort': (storage) => ({
+    locks: async () => {
+      const locks = new MemoryLockProvider({ storage });
+      return override<LockProvider>(locks, {
+        acquire: (key: string, ttl: number, options?: string | AcquireOptions) =>
+          locks.acquire(key, ttl, typeof options === 'object' ? { ...options, signal: undefined } : options),
+      });
+    },
+  }),
+
+  /** close() resolves at once and abandons the calls in flight: they never settle. */
+  'close-abandons-calls': (storage) => ({
+    kv: async () => {
+      const kv = new MemoryKeyValueStore({ storage });
+      let closed = false;
+      return override<KeyValueStore>(kv, {
+        set: async (key: string, value: string, options?: { ttl?: number }) => {
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          if (closed) return new Promise<void>(() => {});
+          return kv.set(key, value, options);
+        },
+        close: async () => {
+          closed = true;
+          await kv.close();
         },
       });
     },

@@ -71,4 +71,34 @@ export const EXPECTED_FAILURES: Record<BrokenVariantName, { contracts: ContractN
       'of concurrent saves of one sequence exactly one wins',
     ],
   },
+  'process-transition-ignores-version': {
+    contracts: ['ProcessBackend'],
+    cases: ['a stale version never applies, also once the item is back in the state it was read in'],
+  },
+  'versions-restart-after-delete': {
+    contracts: ['KeyValueStore'],
+    cases: [
+      'versions grow with every write and are never reused for a key, also after delete or expiry',
+      'compareAndSet holds only against the incarnation it read: a version from before a delete or expiry never matches again',
+    ],
+  },
+  'cache-prefix-concatenated': {
+    contracts: ['CacheProvider'],
+    cases: ['a prefix is a namespace: a cache never sees, lists, clears or overwrites the entries of a prefix that extends it'],
+  },
+  'snapshot-prefix-concatenated': {
+    contracts: ['SnapshotStore'],
+    cases: ["a prefix is a namespace: a store never loads, lists, deletes or overwrites another prefix's snapshots"],
+  },
+  'acquire-ignores-abort': {
+    contracts: ['LockProvider'],
+    cases: [
+      'AbortSignal stops a waiting acquire with the signal reason',
+      'abort is final: an acquisition aborted while an attempt was in flight leaves no lease behind',
+    ],
+  },
+  'close-abandons-calls': {
+    contracts: ['KeyValueStore'],
+    cases: ['close() settles every call in flight before it resolves; nothing acknowledged is lost'],
+  },
 };

@@ -2,15 +2,18 @@
  * Capability gating and missing factories, run in the child vitest of
  * conformance-catches-bugs.test.ts (skipped cases must not show up in core's own run).
  * The memory adapter here claims no serverClock for its key-value store and has no
- * circuitBreaker() factory; the reports are written to STOWAGE_GATING_REPORT.
+ * circuitBreaker() or process() factory; a second one (with an async createContext) has a
+ * process() factory but no kv() for worker cursors. The reports are written to
+ * STOWAGE_GATING_REPORT.
  */
 import { writeFileSync } from 'node:fs';
 import { afterAll } from 'vitest';
-import { describeCircuitBreakerStore, describeKeyValueStore, formatSkipSummary } from '../../src/conformance/index.js';
+import { describeCircuitBreakerStore, describeKeyValueStore, describeProcess, formatSkipSummary } from '../../src/conformance/index.js';
 import type { ConformanceAdapter } from '../../src/conformance/types.js';
-import { MemoryKeyValueStore, MEMORY_CAPABILITIES, createMemoryStorage } from '../../src/memory/index.js';
+import { MemoryKeyValueStore, MemoryProcessBackend, MEMORY_CAPABILITIES, createMemoryStorage } from '../../src/memory/index.js';
 
 export const GATED_ADAPTER_NAME = 'gated-memory';
+export const PROCESS_ONLY_ADAPTER_NAME = 'process-only-memory';
 
 const gated: ConformanceAdapter = {
   name: GATED_ADAPTER_NAME,
@@ -25,7 +28,20 @@ const gated: ConformanceAdapter = {
   },
 };
 
-const reports = [describeKeyValueStore(gated), describeCircuitBreakerStore(gated)];
+const processOnly: ConformanceAdapter = {
+  name: PROCESS_ONLY_ADAPTER_NAME,
+  async createContext() {
+    const storage = createMemoryStorage();
+    return { process: async () => new MemoryProcessBackend({ storage }) };
+  },
+};
+
+const reports = [
+  describeKeyValueStore(gated),
+  describeCircuitBreakerStore(gated),
+  describeProcess(gated),
+  describeProcess(processOnly),
+];
 
 afterAll(() => {
   const path = process.env.STOWAGE_GATING_REPORT;

@@ -11,6 +11,7 @@ import {
   describeIdempotencyStore,
   describeKeyValueStore,
   describeLockProvider,
+  describeProcess,
   describeSnapshotStore,
 } from '../../src/conformance/index.js';
 import type { ConformanceAdapter, ConformanceReport, ContractName } from '../../src/conformance/types.js';
@@ -25,6 +26,7 @@ const DESCRIBE: Record<ContractName, (adapter: ConformanceAdapter) => Conformanc
   CircuitBreakerStore: describeCircuitBreakerStore,
   CheckpointStore: describeCheckpointStore,
   IdempotencyStore: describeIdempotencyStore,
+  ProcessBackend: describeProcess,
 };
 
 export function describeBrokenVariants(variants: BrokenVariantName[]): void {

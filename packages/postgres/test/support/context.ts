@@ -9,6 +9,7 @@ import {
   PostgresKeyValueStore,
   PostgresLockProvider,
   PostgresLockingSnapshotStore,
+  PostgresProcessBackend,
   PostgresSnapshotStore,
   quoteIdentifier,
   type PostgresConnectionOptions,
@@ -26,6 +27,8 @@ export interface TableSet {
   circuitBreaker: string;
   checkpoints: string;
   idempotency: string;
+  processItems: string;
+  processTransitions: string;
 }
 
 export function tableSet(suffix = uniqueSuffix()): TableSet {
@@ -38,14 +41,17 @@ export function tableSet(suffix = uniqueSuffix()): TableSet {
     circuitBreaker: `cb_${suffix}`,
     checkpoints: `cp_${suffix}`,
     idempotency: `idem_${suffix}`,
+    processItems: `pitems_${suffix}`,
+    processTransitions: `ptrans_${suffix}`,
   };
 }
 
-/** Drops every table (and lock fence sequence) of a set. */
+/** Drops every table of a set, and the sequences of versions and fences. */
 export async function dropTables(admin: pg.Pool, tables: TableSet, schema?: string): Promise<void> {
   const q = (name: string) => (schema ? `${quoteIdentifier(schema)}.${quoteIdentifier(name)}` : quoteIdentifier(name));
   const statements = Object.values(tables).map((table) => `DROP TABLE IF EXISTS ${q(table)}`);
-  for (const lockTable of [tables.locks, tables.workflowLocks]) statements.push(`DROP SEQUENCE IF EXISTS ${q(`${lockTable}_fence_seq`)}`);
+  const sequences = [`${tables.kv}_version_seq`, `${tables.snapshots}_version_seq`, `${tables.locks}_fence_seq`, `${tables.workflowLocks}_fence_seq`];
+  for (const sequence of sequences) statements.push(`DROP SEQUENCE IF EXISTS ${q(sequence)}`);
   await admin.query(statements.join(';\n'));
 }
 
@@ -71,10 +77,10 @@ export function postgresConformanceAdapter(setup: AdapterSetup): ConformanceAdap
       const base = () => ({ ...setup.connection(), schema: setup.schema });
       return {
         kv: async () => new PostgresKeyValueStore({ ...base(), table: tables.kv }),
-        snapshots: async ({ lock }) =>
+        snapshots: async ({ lock, prefix }) =>
           lock
-            ? new PostgresLockingSnapshotStore({ ...base(), table: tables.snapshots, lock: { lockTableName: tables.workflowLocks } })
-            : new PostgresSnapshotStore({ ...base(), table: tables.snapshots }),
+            ? new PostgresLockingSnapshotStore({ ...base(), table: tables.snapshots, prefix, lock: { lockTableName: tables.workflowLocks } })
+            : new PostgresSnapshotStore({ ...base(), table: tables.snapshots, prefix }),
         locks: async () => {
           const provider = new PostgresLockProvider({ ...base(), table: tables.locks });
           await provider.ready(); // detects LISTEN support, so `capabilities.wakeups` is known
@@ -82,8 +88,26 @@ export function postgresConformanceAdapter(setup: AdapterSetup): ConformanceAdap
         },
         cache: async (options) => new PostgresCacheProvider({ ...base(), ...options, table: tables.cache }),
         circuitBreaker: async () => new PostgresCircuitBreakerStore({ ...base(), table: tables.circuitBreaker }),
-        checkpoints: async () => new PostgresCheckpointStore({ ...base(), table: tables.checkpoints }),
+        checkpoints: async (options) => new PostgresCheckpointStore({ ...base(), table: tables.checkpoints, ...options }),
         idempotency: async () => new PostgresIdempotencyStore({ ...base(), table: tables.idempotency }),
+        process: async () => {
+          const backend = new PostgresProcessBackend({ ...base(), itemsTable: tables.processItems, transitionsTable: tables.processTransitions });
+          await backend.ready(); // creates the tables and detects LISTEN, so `capabilities` is known
+          return backend;
+        },
+        // As a user would: a client checked out of their pool, in BEGIN.
+        beginTransaction: async () => {
+          const client = await setup.admin().connect();
+          await client.query('BEGIN');
+          const end = (command: string) => async () => {
+            try {
+              await client.query(command);
+            } finally {
+              client.release();
+            }
+          };
+          return { transaction: client, commit: end('COMMIT'), rollback: end('ROLLBACK') };
+        },
         cleanup: () => dropTables(setup.admin(), tables, setup.schema),
       };
     },

@@ -1,0 +1,219 @@
+/**
+ * The spans and metrics OpenTelemetry exports for the example's short run, in memory and on a
+ * PostgreSQL server (STOWAGE_POSTGRES_URL; under CI=true a missing server fails the run), and
+ * `pnpm start` on the embedded PostgreSQL it uses by default.
+ */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import type { DataPoint, Histogram, MetricData } from '@opentelemetry/sdk-metrics';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { findPostgresServer, type FoundBackend } from '@stowage/test-env';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { memoryStores, postgresStores, runOn } from '../src/demo.ts';
+import { startTelemetry, type Telemetry } from '../src/telemetry.ts';
+import { SECRET_KEY_PART, SECRET_VALUE_PART } from '../src/workload.ts';
+
+/** The calls of one run of the workload, by operation. */
+const CALLS = {
+  'kv.set': 3,
+  'kv.get': 2,
+  'kv.getMany': 1,
+  'kv.compareAndSet': 1,
+  'cache.get': 2,
+  'cache.set': 1,
+  'cache.getOrSet': 1,
+  'locks.acquire': 2,
+  'locks.release': 3, // two handles, and withLock's own
+  'locks.extend': 1,
+  'locks.withLock': 1,
+  'process.createItem': 1,
+  'process.claim': 1,
+  'process.transition': 1,
+};
+
+let telemetry: Telemetry | undefined;
+afterEach(async () => {
+  await telemetry?.shutdown();
+  telemetry = undefined;
+});
+
+function countBy<T>(items: readonly T[], keyOf: (item: T) => string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const item of items) counts[keyOf(item)] = (counts[keyOf(item)] ?? 0) + 1;
+  return counts;
+}
+
+/** The data points of metric `name` for one database system. */
+function pointsOf<T = number>(metrics: readonly MetricData[], name: string, system: string): DataPoint<T>[] {
+  const metric = metrics.find((candidate) => candidate.descriptor.name === name);
+  return ((metric?.dataPoints ?? []) as DataPoint<T>[]).filter((point) => point.attributes['db.system'] === system);
+}
+
+function valueWhere(points: readonly DataPoint<number>[], attributes: Record<string, unknown>): number[] {
+  return points.filter((point) => Object.entries(attributes).every(([key, value]) => point.attributes[key] === value)).map((point) => point.value);
+}
+
+interface Expected {
+  system: string;
+  kind: SpanKind;
+  /** Table (or collection) by contract; `undefined` in memory. */
+  collections: Record<'kv' | 'cache' | 'locks' | 'process', string | undefined>;
+  /** Calls beyond the workload's own (a `ready()` before it). */
+  extraCalls?: Record<string, number>;
+  wakeups: number;
+}
+
+function checkSpans(all: readonly ReadableSpan[], expected: Expected): void {
+  const spans = all.filter((span) => span.attributes['db.system'] === expected.system);
+  expect(countBy(spans, (span) => span.name)).toEqual({ ...CALLS, ...expected.extraCalls });
+  for (const span of spans) {
+    const contract = span.name.split('.')[0] as keyof Expected['collections'];
+    expect(span.kind).toBe(expected.kind);
+    expect(span.attributes['db.operation.name']).toBe(span.name);
+    expect(span.attributes['db.collection.name']).toBe(expected.collections[contract]);
+    expect(span.attributes['stowage.store']).toMatch(/^(Memory|Postgres)[A-Za-z]+$/);
+    expect(span.attributes).not.toHaveProperty('stowage.key'); // keys only when asked for (includeKeys)
+    expect(span.ended).toBe(true);
+  }
+  expect(spans.find((span) => span.name === 'kv.getMany')!.attributes['db.operation.batch.size']).toBe(3);
+  const failed = spans.filter((span) => span.status.code === SpanStatusCode.ERROR);
+  expect(failed.map((span) => [span.name, span.attributes['error.type'], span.status.message])).toEqual([
+    ['kv.compareAndSet', 'E_VERSION_CONFLICT', 'E_VERSION_CONFLICT'],
+  ]);
+  // The function withLock runs is inside its span: the kv.get it does is the span's child.
+  const withLock = spans.find((span) => span.name === 'locks.withLock')!;
+  const children = spans.filter((span) => span.parentSpanContext?.spanId === withLock.spanContext().spanId);
+  expect(children.map((span) => span.name).sort()).toEqual(['kv.get', 'locks.release']);
+}
+
+function checkMetrics(metrics: readonly MetricData[], spans: readonly ReadableSpan[], expected: Expected): void {
+  const { system } = expected;
+  // One duration per call: the histogram's counts by operation are the spans' counts.
+  const durations = pointsOf<Histogram>(metrics, 'db.client.operation.duration', system);
+  const counted: Record<string, number> = {};
+  for (const point of durations) counted[point.attributes['db.operation.name'] as string] = (counted[point.attributes['db.operation.name'] as string] ?? 0) + point.value.count;
+  expect(counted).toEqual(countBy(spans.filter((span) => span.attributes['db.system'] === system), (span) => span.name));
+  expect(durations.find((point) => point.attributes['error.type'] !== undefined)?.attributes).toMatchObject({
+    'db.operation.name': 'kv.compareAndSet',
+    'error.type': 'E_VERSION_CONFLICT',
+  });
+
+  const errors = pointsOf(metrics, 'stowage.operation.errors', system);
+  expect(errors.map((point) => [point.attributes['db.operation.name'], point.attributes['error.type'], point.value])).toEqual([
+    ['kv.compareAndSet', 'E_VERSION_CONFLICT', 1],
+  ]);
+  expect(valueWhere(pointsOf(metrics, 'stowage.cache.hits', system), {})).toEqual([1]);
+  expect(valueWhere(pointsOf(metrics, 'stowage.cache.misses', system), {})).toEqual([2]);
+
+  // The holder's acquisition, the waiter's, and withLock's: all granted.
+  const waits = pointsOf<Histogram>(metrics, 'stowage.lock.wait.duration', system);
+  expect(waits.map((point) => [point.attributes['stowage.lock.acquired'], point.value.count])).toEqual([[true, 3]]);
+  expect(waits[0]!.attributes['db.collection.name']).toBe(expected.collections.locks);
+  expect(valueWhere(pointsOf(metrics, 'stowage.lock.wakeups', system), {})).toEqual(expected.wakeups > 0 ? [expected.wakeups] : []);
+  expect(valueWhere(pointsOf(metrics, 'stowage.lease.lost', system), { 'db.operation.name': 'locks.extend' })).toEqual([1]);
+
+  // The three concurrent sets went out as one statement.
+  const sets = pointsOf<Histogram>(metrics, 'stowage.batch.size', system).find((point) => point.attributes['db.operation.name'] === 'kv.set')!;
+  expect([sets.value.count, sets.value.max]).toEqual([1, 3]);
+
+  const lag = pointsOf<Histogram>(metrics, 'stowage.process.lag', system);
+  expect(lag.map((point) => [point.attributes['stowage.process.name'], point.attributes['stowage.process.state'], point.value.count])).toEqual([
+    ['orders', 'new', 1],
+  ]);
+  expect(lag[0]!.value.min).toBeGreaterThanOrEqual(0);
+  const transitions = pointsOf(metrics, 'stowage.process.transitions', system);
+  expect(transitions.map((point) => [point.attributes['stowage.process.transition'], point.attributes['stowage.process.state'], point.value])).toEqual([
+    ['create', 'new', 1],
+    ['advance', 'paid', 1],
+  ]);
+  const items = pointsOf(metrics, 'stowage.process.items', system);
+  expect(Object.fromEntries(items.map((point) => [point.attributes['stowage.process.state'], point.value]))).toEqual({ new: 0, paid: 1 });
+}
+
+/** Nothing the workload wrote (keys, values) appears in any exported span or metric. */
+function checkNothingLeaks(spans: readonly ReadableSpan[], metrics: readonly MetricData[]): void {
+  const exported = JSON.stringify([
+    spans.map((span) => [span.name, span.attributes, span.events, span.status, span.links]),
+    metrics.map((metric) => metric.dataPoints.map((point) => point.attributes)),
+  ]);
+  expect(exported).toContain('kv.getMany'); // the text is what was exported
+  expect(exported).not.toContain(SECRET_KEY_PART);
+  expect(exported).not.toContain(SECRET_VALUE_PART);
+}
+
+describe('the run in memory', () => {
+  it('exports one span per call and the metrics of the run, without keys or values', async () => {
+    telemetry = startTelemetry();
+    await runOn(memoryStores());
+    const spans = telemetry.spans();
+    const metrics = await telemetry.metrics();
+    const expected: Expected = {
+      system: 'memory',
+      kind: SpanKind.INTERNAL,
+      collections: { kv: undefined, cache: undefined, locks: undefined, process: undefined },
+      wakeups: 1, // the memory adapter wakes the longest waiter on release
+    };
+    checkSpans(spans, expected);
+    checkMetrics(metrics, spans, expected);
+    checkNothingLeaks(spans, metrics);
+  });
+
+  it('puts keys on spans only when includeKeys is set', async () => {
+    telemetry = startTelemetry({ includeKeys: true });
+    await runOn(memoryStores());
+    const gets = telemetry.spans().filter((span) => span.name === 'kv.get');
+    expect(gets).toHaveLength(2);
+    for (const span of gets) expect(span.attributes['stowage.key']).toMatch(new RegExp(`:(a|b):${SECRET_KEY_PART}$`));
+    expect(telemetry.spans().find((span) => span.name === 'kv.getMany')!.attributes).not.toHaveProperty('stowage.key');
+  });
+});
+
+describe('the run on a PostgreSQL server', () => {
+  let server: FoundBackend | null;
+
+  beforeAll(async () => {
+    server = await findPostgresServer(); // null outside CI when none is configured
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
+  it('exports one span per call and the metrics of the run, without keys or values', async (context) => {
+    if (server === null) return context.skip('no PostgreSQL server (set STOWAGE_POSTGRES_URL)');
+    telemetry = startTelemetry();
+    const stores = await postgresStores(server.url);
+    expect(stores.locks.capabilities.wakeups).toBe(true); // a server announces releases (LISTEN/NOTIFY)
+    await runOn(stores);
+    const spans = telemetry.spans();
+    const metrics = await telemetry.metrics();
+    const expected: Expected = {
+      system: 'postgresql',
+      kind: SpanKind.CLIENT,
+      collections: { kv: 'awaitly_workflow_state', cache: 'stowage_cache', locks: 'stowage_locks', process: 'stowage_process_items' },
+      extraCalls: { 'locks.ready': 1 },
+      wakeups: 1, // the release's NOTIFY woke the waiter, long before its 60 s poll
+    };
+    checkSpans(spans, expected);
+    checkMetrics(metrics, spans, expected);
+    checkNothingLeaks(spans, metrics);
+  });
+});
+
+describe('pnpm start with no database configured', () => {
+  it('prints the spans and metrics of both runs, on embedded PGlite', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.DATABASE_URL;
+    const main = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+    const { stdout } = await promisify(execFile)(process.execPath, [main], { env });
+    expect(stdout).toContain('database: embedded PGlite');
+    expect(stdout).toMatch(/spans \(\d+\):/);
+    expect(stdout).toMatch(/memory +kv\.getMany .* batch of 3/);
+    expect(stdout).toMatch(/postgresql +kv\.compareAndSet .* failed: E_VERSION_CONFLICT/);
+    for (const metric of ['db.client.operation.duration', 'stowage.operation.errors', 'stowage.cache.hits', 'stowage.lock.wait.duration']) {
+      expect(stdout).toContain(`  ${metric} (`);
+    }
+    expect(stdout).not.toContain(SECRET_KEY_PART);
+  });
+});

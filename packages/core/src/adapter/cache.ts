@@ -1,0 +1,199 @@
+import type { CacheOptions, CacheProvider } from '../contracts/cache.js';
+import { StowageError } from '../errors.js';
+import { compileGlob, type Glob } from '../glob.js';
+import { assertCodec, encodeValue, jsonCodec, type Codec } from '../json.js';
+import { assertOptionalDuration, assertValidKey } from '../keys.js';
+import { assertOptionsObject, assertValidPrefix } from './options.js';
+import { compareKeys } from '../keys.js';
+import { Coalescer } from './coalesce.js';
+import { booleanOption, pageAfter, pageSizeOf } from './options.js';
+import type { ScanOptions } from '../contracts/common.js';
+import { cacheLookupChannel, type CacheLookupMessage, type StoreIdentity } from '../diagnostics.js';
+import { StoreBase } from './store.js';
+
+/**
+ * The whole {@link CacheProvider} behaviour over a few backend operations: argument checks,
+ * the codec (values reach the backend as text and come back as text), default TTLs and the
+ * `getOrSet` single flight. Keys reach the backend without the prefix; the backend keeps each
+ * prefix's entries apart from every other's (no cache sees, lists or clears another's).
+ */
+export abstract class CacheProviderBase extends StoreBase implements CacheProvider {
+  /** This cache's namespace ('' for none). */
+  protected readonly prefix: string;
+  readonly #defaultTtl: number | undefined;
+  readonly #codec: Codec;
+  /** Loader runs in progress in this process, by key, shared by concurrent `getOrSet` calls. */
+  readonly #loading = new SingleFlight<string>();
+  /** Concurrent gets and sets of one tick, as one statement each, where the backend batches. */
+  readonly #gets: Coalescer<string, string | null> | undefined;
+  readonly #sets: Coalescer<CacheWrite, void> | undefined;
+
+  protected constructor(identity: string | StoreIdentity, options: CacheOptions & { coalesce?: boolean } = {}) {
+    super(identity);
+    assertOptionsObject(options);
+    const { prefix = '', defaultTtl, codec = jsonCodec } = options;
+    assertValidPrefix(prefix);
+    assertOptionalDuration(defaultTtl, 'defaultTtl');
+    assertCodec(codec);
+    this.prefix = prefix;
+    this.#defaultTtl = defaultTtl;
+    this.#codec = codec;
+    if (!booleanOption(options.coalesce, 'coalesce', true)) return;
+    const mapError = (error: unknown) => this.toStowageError(error);
+    if (this._getMany) this.#gets = new Coalescer((key) => this._get(key), (keys) => this._getMany!(keys), mapError, { store: this.identity, operation: 'cache.get' });
+    if (this._setMany) {
+      this.#sets = new Coalescer(
+        (write) => this._set(write.key, write.text, write.ttl),
+        async (writes) => {
+          const latest = new Map(writes.map((write) => [write.key, write]));
+          await this._setMany!([...latest.values()].sort((a, b) => compareKeys(a.key, b.key)));
+          return writes.map(() => undefined);
+        },
+        mapError,
+        { store: this.identity, operation: 'cache.set' },
+      );
+    }
+  }
+
+  get<T = unknown>(key: string): Promise<T | null> {
+    return this.call('cache.get', async () => {
+      assertValidKey(key);
+      const text = await (this.#gets ? this.#gets.run(key) : this._get(key));
+      this.#lookedUp(text);
+      return text === null ? null : (this.#codec.decode(text) as T);
+    }, key);
+  }
+
+  set<T = unknown>(key: string, value: T, ttl?: number): Promise<void> {
+    return this.call('cache.set', () => {
+      assertValidKey(key);
+      const write = { key, text: encodeValue(this.#codec, value), ttl: this.#ttl(ttl) };
+      return this.#sets ? this.#sets.run(write) : this._set(write.key, write.text, write.ttl);
+    }, key);
+  }
+
+  delete(key: string): Promise<void> {
+    return this.call('cache.delete', () => {
+      assertValidKey(key);
+      return this._delete(key);
+    }, key);
+  }
+
+  has(key: string): Promise<boolean> {
+    return this.call('cache.has', () => {
+      assertValidKey(key);
+      return this._has(key);
+    }, key);
+  }
+
+  clear(): Promise<void> {
+    return this.call('cache.clear', () => this._clear());
+  }
+
+  /**
+   * Live keys (without prefix) matching `pattern`, ascending: a string is a glob (the one
+   * pattern language of stowage); a `RegExp` (as go-go-scope's cache adapters take) is tested
+   * against each key of this cache as given, so it costs a scan of the cache's keys.
+   */
+  keys(pattern: string | RegExp = '*'): Promise<string[]> {
+    return this.call('cache.keys', async () => {
+      if (!(pattern instanceof RegExp)) return this._keys(compileGlob(pattern));
+      const regex = new RegExp(pattern.source, pattern.flags.replace(/[gy]/g, '')); // no lastIndex state between keys
+      return (await this._keys(compileGlob('*'))).filter((key) => regex.test(key));
+    });
+  }
+
+  /** Pages of `pageSize` keys, each one round trip after the last key of the page before. */
+  async *scan(pattern = '*', options?: ScanOptions): AsyncIterable<string> {
+    const { glob, pageSize } = await this.call('cache.scan', () => ({ glob: compileGlob(pattern), pageSize: pageSizeOf(options) }));
+    for (let after: string | null = null; ; ) {
+      const page: string[] = await this.call('cache.scan', () => this._keysPage(glob, after, pageSize));
+      yield* page;
+      if (page.length < pageSize) return;
+      after = page.at(-1)!;
+    }
+  }
+
+  /**
+   * The cached value, or `loader()`'s result stored with `ttl`. One loader run per key at a
+   * time in this object: concurrent callers share it (and its failure, which stores nothing),
+   * and each gets its own decoded copy of the value.
+   */
+  getOrSet<T>(key: string, loader: () => Promise<T>, ttl?: number): Promise<T> {
+    return this.call('cache.getOrSet', async () => {
+      assertValidKey(key);
+      if (typeof loader !== 'function') throw new StowageError('E_INVALID_OPTION', 'getOrSet needs a loader function');
+      const expiresIn = this.#ttl(ttl);
+      const text = await this.#loading.run(key, async () => {
+        const cached = await this._get(key); // a cached JSON null is a hit too
+        this.#lookedUp(cached);
+        if (cached !== null) return cached;
+        const loaded = encodeValue(this.#codec, await loader());
+        await this._set(key, loaded, expiresIn);
+        return loaded;
+      });
+      return this.#codec.decode(text) as T;
+    }, key);
+  }
+
+  clearExpired(): Promise<number> {
+    return this.call('cache.clearExpired', () => this._clearExpired());
+  }
+
+  /** Tells telemetry whether a read found a live entry (the `stowage:cache.lookup` channel). */
+  #lookedUp(text: string | null): void {
+    if (cacheLookupChannel.hasSubscribers) cacheLookupChannel.publish({ store: this.identity, hit: text !== null } satisfies CacheLookupMessage);
+  }
+
+  #ttl(ttl: number | undefined): number | undefined {
+    assertOptionalDuration(ttl);
+    return ttl ?? this.#defaultTtl;
+  }
+
+  // --- backend operations (keys without the prefix, values as the codec's text) ----------
+
+  protected abstract _get(key: string): Promise<string | null>;
+  /** Optional: one text per key (keys may repeat); with it, concurrent `get` calls go out as one statement. */
+  protected _getMany?(keys: readonly string[]): Promise<(string | null)[]>;
+  /** `ttl` in ms; `undefined` for no expiry. */
+  protected abstract _set(key: string, text: string, ttl: number | undefined): Promise<void>;
+  /** Optional: all or nothing, keys unique and ascending; with it, concurrent `set` calls go out as one statement. */
+  protected _setMany?(writes: readonly CacheWrite[]): Promise<void>;
+  protected abstract _delete(key: string): Promise<void>;
+  protected async _has(key: string): Promise<boolean> {
+    return (await this._get(key)) !== null;
+  }
+  /** Removes every entry of this cache's prefix, and nothing of any other prefix. */
+  protected abstract _clear(): Promise<void>;
+  /** Live keys (without prefix) of this cache matching the glob, in ascending {@link compareKeys} order. */
+  protected abstract _keys(glob: Glob): Promise<string[]>;
+  /** Up to `limit` of those keys after `after`; override with a range query where the backend has one. */
+  protected async _keysPage(glob: Glob, after: string | null, limit: number): Promise<string[]> {
+    return pageAfter(await this._keys(glob), (key) => key, after, limit);
+  }
+  /** Removes this cache's expired entries (not other prefixes'); how many. */
+  protected abstract _clearExpired(): Promise<number>;
+}
+
+/** One cache write as the backend gets it: the codec's text, ttl in ms (`undefined`: no expiry). */
+export interface CacheWrite {
+  key: string;
+  text: string;
+  ttl: number | undefined;
+}
+
+/**
+ * Runs at most one `load` per key at a time; concurrent callers for the same key share its
+ * promise.
+ */
+export class SingleFlight<T> {
+  readonly #running = new Map<string, Promise<T>>();
+
+  run(key: string, load: () => Promise<T>): Promise<T> {
+    const running = this.#running.get(key);
+    if (running) return running;
+    const started = load().finally(() => this.#running.delete(key));
+    this.#running.set(key, started);
+    return started;
+  }
+}

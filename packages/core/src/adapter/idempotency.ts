@@ -1,0 +1,172 @@
+import type { DatabaseTransaction } from '../contracts/common.js';
+import type { IdempotencyRecord, IdempotencyStore, Reservation, RunOnceOptions } from '../contracts/idempotency.js';
+import { StowageError } from '../errors.js';
+import { assertCodec, encodeValue, jsonCodec, type Codec } from '../json.js';
+import { assertOptionalDuration, assertValidDuration, assertValidKey } from '../keys.js';
+import { newOwnerToken } from './lock-support.js';
+import type { StoreIdentity } from '../diagnostics.js';
+import { StoreBase } from './store.js';
+
+/** A completed result as the backend stores it: the codec's text, expiry in epoch ms (store clock). */
+export interface StoredResult {
+  text: string;
+  expiresAt: number | null;
+}
+
+/** What `_reserve` found or did. */
+export type StoredReservation =
+  | { status: 'acquired' }
+  | { status: 'in-flight'; expiresAt: number }
+  | ({ status: 'completed' } & StoredResult);
+
+export interface IdempotencyStoreBaseOptions {
+  /** How results become text. Default: strict JSON. */
+  codec?: Codec;
+}
+
+/**
+ * The whole {@link IdempotencyStore} behaviour over a few backend operations: argument checks,
+ * reservation tokens and the codec. The backend makes `_reserve` atomic (exactly one
+ * concurrent caller gets `acquired`) on the store clock.
+ */
+export abstract class IdempotencyStoreBase extends StoreBase implements IdempotencyStore {
+  readonly #codec: Codec;
+
+  protected constructor(identity: string | StoreIdentity, options: IdempotencyStoreBaseOptions = {}) {
+    super(identity);
+    const codec = options.codec ?? jsonCodec;
+    assertCodec(codec);
+    this.#codec = codec;
+  }
+
+  get<T = unknown>(key: string): Promise<IdempotencyRecord<T> | null> {
+    return this.call('idempotency.get', async () => {
+      assertValidKey(key);
+      const stored = await this._get(key);
+      return stored === null ? null : this.#record<T>(stored);
+    }, key);
+  }
+
+  set<T = unknown>(key: string, value: T, ttl?: number): Promise<void> {
+    return this.call('idempotency.set', () => {
+      assertValidKey(key);
+      assertOptionalDuration(ttl);
+      return this._set(key, encodeValue(this.#codec, value), ttl);
+    }, key);
+  }
+
+  delete(key: string): Promise<void> {
+    return this.call('idempotency.delete', () => {
+      assertValidKey(key);
+      return this._delete(key);
+    }, key);
+  }
+
+  reserve<T = unknown>(key: string, ttl: number): Promise<Reservation<T>> {
+    return this.call('idempotency.reserve', async () => {
+      assertValidKey(key);
+      assertValidDuration(ttl);
+      const token = newOwnerToken();
+      const found = await this._reserve(key, token, ttl);
+      if (found.status === 'acquired') return { status: 'acquired', token };
+      if (found.status === 'in-flight') return found;
+      return { status: 'completed', ...this.#record<T>(found) };
+    }, key);
+  }
+
+  complete<T = unknown>(key: string, token: string, value: T, ttl?: number): Promise<void> {
+    return this.call('idempotency.complete', async () => {
+      assertValidKey(key);
+      assertReservationToken(token);
+      assertOptionalDuration(ttl);
+      const text = encodeValue(this.#codec, value);
+      if (await this._complete(key, token, text, ttl)) return;
+      // A retry of a complete that was applied but whose answer was lost (a connection cut at
+      // the commit, a failover) finds exactly its result stored: done, as the caller asked.
+      if ((await this._get(key))?.text === text) return;
+      throw new StowageError('E_LOCK_NOT_OWNED', `the reservation of "${key}" is no longer held by this token`);
+    }, key);
+  }
+
+  fail(key: string, token: string): Promise<boolean> {
+    return this.call('idempotency.fail', () => {
+      assertValidKey(key);
+      assertReservationToken(token);
+      return this._fail(key, token);
+    }, key);
+  }
+
+  /**
+   * Claims, runs and completes in one transaction (see `IdempotencyStore.runOnce`). Inside it
+   * the claim is the key's row: a concurrent runner of the key waits for this transaction, then
+   * finds the result. `fn`'s own error reaches the caller as it was thrown.
+   */
+  async runOnce<T>(key: string, fn: (transaction: DatabaseTransaction) => Promise<T>, options: RunOnceOptions = {}): Promise<T> {
+    let thrown: { error: unknown } | undefined;
+    try {
+      return await this.call('idempotency.runOnce', () => {
+        assertValidKey(key);
+        if (typeof fn !== 'function') throw new StowageError('E_INVALID_OPTION', 'runOnce needs a function to run');
+        assertOptionalDuration(options.ttl);
+        return this.runInTransaction(async (store, transaction) => {
+          thrown = undefined;
+          const token = newOwnerToken();
+          const found = await store._reserve(key, token, RUN_ONCE_CLAIM_TTL);
+          if (found.status === 'completed') return this.#record<T>(found).value;
+          if (found.status === 'in-flight') throw new StowageError('E_LOCK_NOT_OWNED', `"${key}" is reserved by a reserve() call still in flight`);
+          let value: T;
+          try {
+            value = await fn(transaction);
+          } catch (error) {
+            thrown = { error };
+            throw error;
+          }
+          // Nobody else can have claimed the key: this transaction holds its row.
+          await store._complete(key, token, encodeValue(this.#codec, value), options.ttl);
+          return value;
+        });
+      }, key);
+    } catch (error) {
+      throw thrown ? thrown.error : error;
+    }
+  }
+
+  #record<T>(stored: StoredResult): IdempotencyRecord<T> {
+    const record: IdempotencyRecord<T> = { value: this.#codec.decode(stored.text) as T };
+    if (stored.expiresAt !== null) record.expiresAt = stored.expiresAt;
+    return record;
+  }
+
+  // --- backend operations -------------------------------------------------------------
+
+  /** The live completed result; `null` when absent, expired or in flight. */
+  protected abstract _get(key: string): Promise<StoredResult | null>;
+  /** Stores a completed result over whatever is there. */
+  protected abstract _set(key: string, text: string, ttl: number | undefined): Promise<void>;
+  protected abstract _delete(key: string): Promise<void>;
+  /**
+   * Atomically: claims the key for `token` for `ttl` ms when it is absent, expired, or an
+   * in-flight claim whose ttl ran out; else reports the live claim or the completed result.
+   */
+  protected abstract _reserve(key: string, token: string, ttl: number): Promise<StoredReservation>;
+  /**
+   * Stores the result if `token` still holds the claim (also after its ttl ran out, as long as
+   * nobody reserved the key since); false otherwise, and nothing is written.
+   */
+  protected abstract _complete(key: string, token: string, text: string, ttl: number | undefined): Promise<boolean>;
+  /** Drops `token`'s claim; false when it does not hold it. */
+  protected abstract _fail(key: string, token: string): Promise<boolean>;
+}
+
+/**
+ * The claim `runOnce` takes inside its transaction. Nobody sees it before the commit, which
+ * replaces it with the result, so its length only matters to a transaction left open that long.
+ */
+const RUN_ONCE_CLAIM_TTL = 10 * 60_000;
+
+/** Throws `E_INVALID_OPTION` unless `token` looks like a reservation token. */
+export function assertReservationToken(token: unknown): asserts token is string {
+  if (typeof token !== 'string' || token.length === 0 || token.length > 256) {
+    throw new StowageError('E_INVALID_OPTION', 'token must be the non-empty string returned by reserve()');
+  }
+}

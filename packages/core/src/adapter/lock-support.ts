@@ -1,0 +1,272 @@
+import { randomUUID } from 'node:crypto';
+import { sleep } from '../clock.js';
+import type { AcquireOptions, LockHandle, WithLockOptions } from '../contracts/locks.js';
+import { StowageError } from '../errors.js';
+import { assertValidDuration, assertValidKey, describeType } from '../keys.js';
+import type { OperationSubject } from './store.js';
+
+/**
+ * The lock logic every backend shares, written once: argument parsing, the waiting loop, the
+ * handle and `withLock`. A backend supplies a {@link LeaseDriver}; {@link LockProviderBase}
+ * and the snapshot store's `WorkflowLock` are built on it.
+ */
+
+/** A granted lease. */
+export interface Lease {
+  key: string;
+  owner: string;
+  fence: number;
+  expiresAt: Date;
+}
+
+/**
+ * What a backend implements for locks: one statement each, on the database's clock. Keys and
+ * owners arrive valid.
+ */
+export interface LeaseDriver {
+  /**
+   * Grants the lease if the key is free, expired, or held by `owner` (who then keeps the
+   * fence); a new grant gets a fence higher than every fence ever granted for the key.
+   * `null` while another owner holds a live lease; an attempt that fails consumes no fence.
+   */
+  acquire(key: string, owner: string, ttl: number): Promise<Lease | null>;
+  /** Sets a live lease of `owner` to end `ttl` ms from now; the new expiry, or `null` when not held. */
+  extend(key: string, owner: string, ttl: number): Promise<Date | null>;
+  /** Ends `owner`'s lease; true when it was live. Wakes waiters where the backend can. */
+  release(key: string, owner: string): Promise<boolean>;
+  /** Ends whoever's lease; the fence still never goes back. */
+  forceRelease(key: string): Promise<void>;
+  isHeld(key: string, owner: string): Promise<boolean>;
+  /**
+   * Resolves when a release of `key` is announced (a database wake-up), so a waiting
+   * acquisition tries again before its next poll. Settles when `signal` aborts. Omit it to
+   * poll only. `waitingSince` is when the acquisition began to wait (`performance.now()`), the
+   * same on each of its attempts: a backend that wakes one waiter per release wakes the
+   * earliest, so a waiter that tried and failed keeps its place in line.
+   */
+  waitForRelease?(key: string, signal: AbortSignal, waitingSince: number): Promise<void>;
+  /** Deletes expired leases (never their fences); how many. */
+  clearExpired(): Promise<number>;
+}
+
+export const DEFAULT_POLL_INTERVAL = 50;
+
+export function newOwnerToken(): string {
+  return randomUUID();
+}
+
+export interface ParsedAcquireOptions {
+  owner: string;
+  wait: number;
+  signal: AbortSignal | undefined;
+  pollInterval: number;
+}
+
+/** Validates `acquire(key, ttl, ownerOrOptions)` arguments; throws typed errors. */
+export function parseAcquireArgs(key: unknown, ttl: unknown, ownerOrOptions: unknown): ParsedAcquireOptions {
+  assertValidKey(key);
+  assertValidDuration(ttl, 'ttl');
+  const options: AcquireOptions =
+    typeof ownerOrOptions === 'string' ? { owner: ownerOrOptions } : ((ownerOrOptions ?? {}) as AcquireOptions);
+  if (typeof options !== 'object') {
+    throw new StowageError('E_INVALID_OPTION', `acquire options must be a string or an object, got ${describeType(options)}`);
+  }
+  const owner = options.owner ?? newOwnerToken();
+  assertValidOwner(owner);
+  const wait = options.wait ?? 0;
+  if (typeof wait !== 'number' || !Number.isFinite(wait) || wait < 0) {
+    throw new StowageError('E_INVALID_OPTION', 'wait must be a non-negative number of milliseconds');
+  }
+  const pollInterval = options.pollInterval ?? DEFAULT_POLL_INTERVAL;
+  assertValidDuration(pollInterval, 'pollInterval');
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+    throw new StowageError('E_INVALID_OPTION', 'signal must be an AbortSignal');
+  }
+  return { owner, wait, signal: options.signal, pollInterval };
+}
+
+export function assertValidOwner(owner: unknown, what = 'owner'): asserts owner is string {
+  if (typeof owner !== 'string' || owner.length === 0 || owner.length > 256 || !owner.isWellFormed()) {
+    throw new StowageError('E_INVALID_OPTION', `${what} must be a non-empty string of at most 256 characters`);
+  }
+}
+
+/**
+ * Tries `driver.acquire` until it grants the lease, `wait` ms have passed (→ `null`), or a
+ * signal aborts (→ rejects with its reason). Between attempts it sleeps `pollInterval` ms, or
+ * less when the driver announces a release of the key; with `observed`, it counts those
+ * wake-ups there (for telemetry's hand-off count).
+ *
+ * Abort is final: a lease granted by an attempt that was already in flight when a signal
+ * aborted is released again, so an aborted acquisition never leaves a lease behind.
+ */
+export async function acquireWithWait(
+  driver: LeaseDriver,
+  key: string,
+  ttl: number,
+  options: ParsedAcquireOptions,
+  signals: readonly AbortSignal[],
+  observed?: { wakeups: number },
+): Promise<Lease | null> {
+  const signal = signals.length === 1 ? signals[0]! : AbortSignal.any([...signals]);
+  signal.throwIfAborted();
+  const waitingSince = performance.now();
+  const deadline = waitingSince + options.wait;
+  for (;;) {
+    const lease = await driver.acquire(key, options.owner, ttl);
+    if (lease !== null) {
+      if (!signal.aborted) return lease;
+      await driver.release(key, options.owner).catch(() => undefined);
+    }
+    signal.throwIfAborted();
+    const remaining = deadline - performance.now();
+    if (remaining <= 0) return null;
+    const pause = new AbortController();
+    const onAbort = () => pause.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      const timers = [sleep(Math.min(options.pollInterval, remaining), pause.signal)];
+      if (driver.waitForRelease) {
+        const released = driver.waitForRelease(key, pause.signal, waitingSince);
+        // Settled before the pause ended: the announcement, not the poll, woke this attempt.
+        timers.push(observed ? released.then(() => void (pause.signal.aborted || observed.wakeups++)) : released);
+      }
+      await Promise.race(timers);
+    } catch (error) {
+      if (!signal.aborted) throw error;
+    } finally {
+      pause.abort();
+      signal.removeEventListener('abort', onAbort);
+    }
+    signal.throwIfAborted();
+  }
+}
+
+/**
+ * How a handle runs its calls: the provider's {@link StoreBase.call} (or `withinCall` inside
+ * `withLock`), with the operation's name and key for telemetry.
+ */
+export type LockCallRunner = <T>(operation: string, run: () => Promise<T>, subject?: OperationSubject) => Promise<T>;
+
+/**
+ * The `LockHandle` every provider returns. Its calls go through `run`, the provider's
+ * {@link StoreBase.call}, so a handle of a closed provider rejects with `E_CLOSED`.
+ */
+export class StowageLockHandle implements LockHandle {
+  readonly key: string;
+  readonly owner: string;
+  readonly fence: number;
+  #expiresAt: Date;
+  readonly #driver: LeaseDriver;
+  readonly #run: LockCallRunner;
+
+  constructor(lease: Lease, driver: LeaseDriver, run: LockCallRunner) {
+    this.key = lease.key;
+    this.owner = lease.owner;
+    this.fence = lease.fence;
+    this.#expiresAt = lease.expiresAt;
+    this.#driver = driver;
+    this.#run = run;
+  }
+
+  get expiresAt(): Date {
+    return this.#expiresAt;
+  }
+
+  async release(): Promise<void> {
+    await this.#run('locks.release', () => this.#driver.release(this.key, this.owner), this.key);
+  }
+
+  extend(ttl: number): Promise<boolean> {
+    return this.#run('locks.extend', async () => {
+      assertValidDuration(ttl, 'ttl');
+      const expiresAt = await this.#driver.extend(this.key, this.owner, ttl);
+      if (expiresAt === null) return false;
+      this.#expiresAt = expiresAt;
+      return true;
+    }, this.key);
+  }
+
+  isValid(): Promise<boolean> {
+    return this.#run('locks.isValid', () => this.#driver.isHeld(this.key, this.owner), this.key);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.release();
+    } catch (error) {
+      // Disposal after close() must not mask the error that ended the `await using` block.
+      if (!(error instanceof StowageError && error.code === 'E_CLOSED')) throw error;
+    }
+  }
+}
+
+/**
+ * `withLock` for any provider: acquire (waiting up to `wait`), run `fn`, extend every
+ * `extendEvery` ms, abort `fn`'s signal with `E_LOCK_LOST` when an extension fails, and
+ * release at the end. `fn` never starts once the caller's signal has aborted.
+ */
+export async function runWithLock<T>(
+  acquire: (key: string, ttl: number, options: AcquireOptions) => Promise<LockHandle | null>,
+  key: string,
+  fn: (signal: AbortSignal, handle: LockHandle) => Promise<T>,
+  options: WithLockOptions,
+  closeSignal?: AbortSignal,
+): Promise<T> {
+  if (typeof fn !== 'function') throw new StowageError('E_INVALID_OPTION', 'withLock needs a function');
+  if (options === null || typeof options !== 'object') {
+    throw new StowageError('E_INVALID_OPTION', 'withLock needs options with a ttl');
+  }
+  const { ttl, wait = 0, owner, signal, pollInterval } = options;
+  assertValidDuration(ttl, 'ttl');
+  const extendEvery = options.extendEvery ?? Math.max(1, Math.floor(ttl / 3));
+  assertValidDuration(extendEvery, 'extendEvery');
+
+  const handle = await acquire(key, ttl, { owner, wait, signal, pollInterval });
+  if (handle === null) {
+    throw new StowageError('E_TIMEOUT', `lock "${key}" was not acquired within ${wait} ms`);
+  }
+  if (signal?.aborted) {
+    await handle.release().catch(() => undefined);
+    throw signal.reason;
+  }
+
+  const lease = new AbortController();
+  const outer = [signal, closeSignal].filter((candidate) => candidate !== undefined);
+  const onOuterAbort = () => lease.abort(outer.find((candidate) => candidate.aborted)?.reason);
+  for (const candidate of outer) candidate.addEventListener('abort', onOuterAbort, { once: true });
+  if (closeSignal?.aborted) onOuterAbort();
+  const lost = (cause?: unknown) =>
+    new StowageError('E_LOCK_LOST', `lease on "${key}" was lost (fence ${handle.fence})`, cause === undefined ? undefined : { cause });
+
+  let extending: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    extending = extending.then(async () => {
+      if (lease.signal.aborted) return;
+      try {
+        if (!(await handle.extend(ttl))) lease.abort(lost());
+      } catch (error) {
+        lease.abort(lost(error));
+      }
+    });
+  }, extendEvery);
+
+  try {
+    const result = await fn(lease.signal, handle);
+    await extending;
+    if (isLockLost(lease.signal)) throw lease.signal.reason;
+    return result;
+  } catch (error) {
+    if (isLockLost(lease.signal)) throw lease.signal.reason;
+    throw error;
+  } finally {
+    clearInterval(timer);
+    for (const candidate of outer) candidate.removeEventListener('abort', onOuterAbort);
+    await extending;
+    await handle.release().catch(() => undefined);
+  }
+}
+
+function isLockLost(signal: AbortSignal): boolean {
+  return signal.aborted && signal.reason instanceof StowageError && signal.reason.code === 'E_LOCK_LOST';
+}

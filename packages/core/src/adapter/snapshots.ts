@@ -1,0 +1,276 @@
+import type { ScanOptions } from '../contracts/common.js';
+import {
+  DEFAULT_LIST_LIMIT,
+  DEFAULT_WORKFLOW_LOCK_TTL,
+  MAX_LIST_LIMIT,
+  type SnapshotListItem,
+  type SnapshotListOptions,
+  type SnapshotPage,
+  type SnapshotPageOptions,
+  type SnapshotSaveOptions,
+  type ResumeState,
+  type SnapshotStore,
+  type VersionedSnapshot,
+  type WorkflowLock,
+  type WorkflowSnapshot,
+} from '../contracts/snapshots.js';
+import { StowageError } from '../errors.js';
+import { jsonCodec } from '../json.js';
+import { assertValidDuration, assertValidKey, compareKeys, describeType } from '../keys.js';
+import { assertValidOwner, newOwnerToken, type LeaseDriver } from './lock-support.js';
+import { deserializeResumeState, isResumeState, isSerializedResumeState, serializeResumeState } from './resume-state.js';
+import { assertExpectedVersion, assertOptionsObject, assertValidPrefix, pageSizeOf } from './options.js';
+import type { StoreIdentity } from '../diagnostics.js';
+import { StoreBase } from './store.js';
+
+/** A snapshot as a backend returns it. */
+export interface StoredSnapshot {
+  /** The JSON text as saved, or the value a driver already parsed from it. */
+  document: string | object;
+  version: number;
+  updatedAt: Date;
+}
+
+/** One row of a listing, as a backend returns it. */
+export interface StoredSnapshotItem {
+  id: string;
+  updatedAt: Date;
+}
+
+/** Where a page starts: after this item in (updatedAt desc, id asc) order. */
+export interface SnapshotCursor {
+  updatedAt: Date;
+  id: string;
+}
+
+export interface SnapshotStoreBaseOptions {
+  /** The store's namespace (validated here; the backend keeps namespaces apart). */
+  prefix?: string;
+  /** Makes the store awaitly's `WorkflowLock` on these leases. */
+  workflowLeases?: LeaseDriver;
+  /** Lease of `tryAcquire` without `ttlMs` (default 30 s). */
+  lockTtl?: number;
+}
+
+/**
+ * The whole {@link SnapshotStore} (and awaitly `WorkflowLock`) behaviour over a few backend
+ * operations: argument checks, JSON encoding (once, here), version checks, list options,
+ * cursors and pages. Ids reach the backend without the prefix; the backend keeps each
+ * prefix's snapshots apart from every other's.
+ */
+export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnapshot>
+  extends StoreBase
+  implements SnapshotStore<TSnapshot>
+{
+  /** This store's namespace ('' for none). */
+  protected readonly prefix: string;
+
+  /*
+   * awaitly's `WorkflowLock`, present only on a store created with a lock: `durable.run`
+   * takes the lock when `tryAcquire` and `release` are functions, so a store without a lock
+   * must not have them. A locking subclass redeclares them as required.
+   */
+  declare readonly tryAcquire?: WorkflowLock['tryAcquire'];
+  declare readonly release?: WorkflowLock['release'];
+  declare readonly renew?: WorkflowLock['renew'];
+  /** Deletes expired workflow leases; returns how many (only with a lock). */
+  declare readonly clearExpiredLocks?: () => Promise<number>;
+
+  protected constructor(identity: string | StoreIdentity, options: SnapshotStoreBaseOptions = {}) {
+    super(identity);
+    const prefix = options.prefix === undefined ? '' : options.prefix;
+    assertValidPrefix(prefix);
+    this.prefix = prefix;
+    const lockTtl = options.lockTtl ?? DEFAULT_WORKFLOW_LOCK_TTL;
+    assertValidDuration(lockTtl, 'lock.ttl');
+    if (options.workflowLeases) Object.assign(this, this.#workflowLock(options.workflowLeases, lockTtl));
+  }
+
+  save(id: string, snapshot: TSnapshot | ResumeState, options?: SnapshotSaveOptions): Promise<void> {
+    return this.call('snapshots.save', async () => {
+      assertValidKey(id, 'snapshot id');
+      const document = encodeSnapshot(snapshot);
+      assertOptionsObject(options, 'save options');
+      const expected = options?.expectedVersion;
+      assertExpectedVersion(expected);
+      if (!(await this._save(id, document, expected))) {
+        throw new StowageError('E_VERSION_CONFLICT', `snapshot "${id}" is not at version ${expected ?? '(absent)'}`);
+      }
+    }, id);
+  }
+
+  async load(id: string): Promise<TSnapshot | null> {
+    return (await this.loadVersioned(id))?.snapshot ?? null;
+  }
+
+  loadVersioned(id: string): Promise<VersionedSnapshot<TSnapshot> | null> {
+    return this.call('snapshots.load', async () => {
+      assertValidKey(id, 'snapshot id');
+      const stored = await this._load(id);
+      if (stored === null) return null;
+      const document = typeof stored.document === 'string' ? jsonCodec.decode(stored.document) : stored.document;
+      const snapshot = (isSerializedResumeState(document) ? deserializeResumeState(document) : document) as TSnapshot;
+      return { snapshot, version: stored.version, updatedAt: stored.updatedAt.toISOString() };
+    }, id);
+  }
+
+  async loadResumeState(id: string): Promise<ResumeState | undefined> {
+    const loaded: unknown = await this.load(id);
+    return isResumeState(loaded) ? loaded : undefined;
+  }
+
+  delete(id: string): Promise<void> {
+    return this.call('snapshots.delete', () => {
+      assertValidKey(id, 'snapshot id');
+      return this._delete(id);
+    }, id);
+  }
+
+  async list(options?: SnapshotListOptions): Promise<SnapshotListItem[]> {
+    assertOptionsObject(options, 'list options');
+    return (await this.listPage({ prefix: options?.prefix, limit: options?.limit })).items;
+  }
+
+  listPage(options?: SnapshotPageOptions): Promise<SnapshotPage> {
+    return this.call('snapshots.list', async () => {
+      const { prefix, limit, after } = parseListOptions(options);
+      const rows = await this._list(prefix, after, limit + 1);
+      const items = rows.slice(0, limit).map((row) => ({ id: row.id, updatedAt: row.updatedAt.toISOString() }));
+      const last = rows.length > limit ? rows[limit - 1] : undefined;
+      return { items, nextCursor: last ? encodeSnapshotCursor(last) : null };
+    });
+  }
+
+  #workflowLock(leases: LeaseDriver, defaultTtl: number): WorkflowLock & { clearExpiredLocks(): Promise<number> } {
+    const ttlOf = (options: { ttlMs?: number } | undefined) => {
+      assertOptionsObject(options);
+      const ttl = options?.ttlMs ?? defaultTtl;
+      assertValidDuration(ttl, 'ttlMs');
+      return ttl;
+    };
+    // Workflow ids of different prefixes never share a lease: a prefix holds no U+0000 (see
+    // assertValidPrefix), so the first U+0000 of a prefixed lease key ends the prefix.
+    const leaseKey = (id: string) => (this.prefix === '' ? id : `${this.prefix}\u0000${id}`);
+    return {
+      tryAcquire: (id, options) =>
+        this.call('snapshots.tryAcquire', async () => {
+          assertValidKey(id, 'workflow id');
+          const ownerToken = newOwnerToken();
+          return (await leases.acquire(leaseKey(id), ownerToken, ttlOf(options))) === null ? null : { ownerToken };
+        }, id),
+      release: (id, ownerToken) =>
+        this.call('snapshots.release', async () => {
+          assertValidKey(id, 'workflow id');
+          assertValidOwner(ownerToken, 'ownerToken');
+          await leases.release(leaseKey(id), ownerToken);
+        }, id),
+      renew: (id, ownerToken, options) =>
+        this.call('snapshots.renew', async () => {
+          assertValidKey(id, 'workflow id');
+          assertValidOwner(ownerToken, 'ownerToken');
+          return (await leases.extend(leaseKey(id), ownerToken, ttlOf(options))) !== null;
+        }, id),
+      clearExpiredLocks: () => this.call('snapshots.clearExpiredLocks', () => leases.clearExpired()),
+    };
+  }
+
+  /** Newest first, one round trip per `pageSize` snapshots (default 1000), on the same index as `listPage`. */
+  async *scan(options?: { prefix?: string } & ScanOptions): AsyncIterable<SnapshotListItem> {
+    const { prefix, pageSize } = await this.call('snapshots.scan', () => {
+      const { prefix } = parseListOptions({ prefix: options?.prefix });
+      return { prefix, pageSize: pageSizeOf(options) };
+    });
+    for (let after: SnapshotCursor | null = null; ; ) {
+      const rows: StoredSnapshotItem[] = await this.call('snapshots.scan', () => this._list(prefix, after, pageSize));
+      for (const row of rows) yield { id: row.id, updatedAt: row.updatedAt.toISOString() };
+      if (rows.length < pageSize) return;
+      after = rows.at(-1)!;
+    }
+  }
+
+  // --- backend operations -------------------------------------------------------------
+
+  /**
+   * Inserts or replaces `document` (JSON text of an object). With `expectedVersion` a number,
+   * only while the stored version is that; with `null`, only when no snapshot exists. False
+   * for a conflict (nothing written). Every save gives the snapshot a higher version, never
+   * one it had before, also after delete.
+   */
+  protected abstract _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean>;
+
+  protected abstract _load(id: string): Promise<StoredSnapshot | null>;
+
+  protected abstract _delete(id: string): Promise<void>;
+
+  /**
+   * Up to `limit` snapshots whose id starts with `idPrefix` (literal), newest first, ties by
+   * id ascending (code-point order), after `after` when given. Must use an index: a page's
+   * cost may not grow with the table.
+   */
+  protected abstract _list(idPrefix: string, after: SnapshotCursor | null, limit: number): Promise<StoredSnapshotItem[]>;
+}
+
+/**
+ * JSON text of a snapshot; `E_INVALID_VALUE` unless it is a plain object strict JSON keeps
+ * exactly. An awaitly `ResumeState` is stored in awaitly's JSON form.
+ */
+export function encodeSnapshot(snapshot: unknown): string {
+  if (snapshot === null || typeof snapshot !== 'object' || Array.isArray(snapshot)) {
+    throw new StowageError('E_INVALID_VALUE', `snapshot must be an object, got ${describeType(snapshot)}`);
+  }
+  return jsonCodec.encode(isResumeState(snapshot) ? serializeResumeState(snapshot) : snapshot);
+}
+
+/** Validated list options; every snapshot store uses these so they agree on limits and cursors. */
+export interface ParsedListOptions {
+  prefix: string;
+  limit: number;
+  after: SnapshotCursor | null;
+}
+
+export function parseListOptions(options: SnapshotPageOptions | undefined): ParsedListOptions {
+  assertOptionsObject(options, 'list options');
+  const prefix = options?.prefix ?? '';
+  if (typeof prefix !== 'string' || !prefix.isWellFormed()) {
+    throw new StowageError('E_INVALID_OPTION', `prefix must be a well-formed string, got ${describeType(prefix)}`);
+  }
+  const limit = options?.limit ?? DEFAULT_LIST_LIMIT;
+  if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+    throw new StowageError('E_INVALID_OPTION', `limit must be an integer from 1 to ${MAX_LIST_LIMIT}`);
+  }
+  const after = options?.cursor === undefined ? null : decodeSnapshotCursor(options.cursor);
+  return { prefix, limit, after };
+}
+
+/** Opaque to callers: base64url of `[updatedAt epoch ms, id]`. */
+export function encodeSnapshotCursor(item: StoredSnapshotItem): string {
+  return Buffer.from(JSON.stringify([item.updatedAt.getTime(), item.id])).toString('base64url');
+}
+
+/** The cursor `listPage` returned, or `E_INVALID_OPTION` for anything else (a forged cursor never reaches the database). */
+export function decodeSnapshotCursor(cursor: unknown): SnapshotCursor {
+  if (typeof cursor === 'string' && cursor.length <= 8192) {
+    try {
+      const decoded: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+      if (Array.isArray(decoded) && decoded.length === 2) {
+        const [ms, id] = decoded as [unknown, unknown];
+        const updatedAt = new Date(typeof ms === 'number' && Number.isSafeInteger(ms) ? ms : Number.NaN);
+        if (!Number.isNaN(updatedAt.getTime()) && typeof id === 'string' && id.isWellFormed()) return { updatedAt, id };
+      }
+    } catch {
+      // reported below
+    }
+  }
+  throw new StowageError('E_INVALID_OPTION', 'cursor is not a cursor returned by listPage');
+}
+
+/** Newest first, ties by id ascending: the one order every snapshot store lists in. */
+export function compareSnapshotItems(a: StoredSnapshotItem, b: StoredSnapshotItem): number {
+  const byTime = b.updatedAt.getTime() - a.updatedAt.getTime();
+  return byTime !== 0 ? byTime : compareKeys(a.id, b.id);
+}
+
+/** True when `item` comes after `cursor` in list order. */
+export function isAfterCursor(item: StoredSnapshotItem, cursor: SnapshotCursor): boolean {
+  return compareSnapshotItems(item, cursor) > 0;
+}

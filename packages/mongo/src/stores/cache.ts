@@ -1,0 +1,137 @@
+import type { CacheOptions, Capabilities } from '@stowage/core';
+import { CacheProviderBase, compareKeys, type CacheWrite, type Glob } from '@stowage/core/adapter';
+import type { AnyBulkWriteOperation, Collection } from 'mongodb';
+import { StoreConnection } from '../connection.js';
+import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
+import type { CacheDocument } from '../documents.js';
+import { toStowageError, upsertById, writeErrorsOf } from '../errors.js';
+import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import { globFilter, idsStartingWith, namespaceStart, readLive } from './values.js';
+
+export interface MongoCacheProviderOptions extends MongoStoreOptions, CacheOptions {
+  /** Send concurrent `get` and `set` calls of one tick as one command each (default true). */
+  coalesce?: boolean;
+}
+
+/**
+ * {@link CacheProvider} on one collection (default `stowage_cache`), documents
+ * `{ _id: prefix + "\u0000" + key, value: <codec text>, expiresAt? }`. Each prefix is a
+ * namespace: caches with different prefixes share a collection without ever seeing, listing,
+ * clearing or expiring each other's entries, and a prefix's entries are one `_id` index range.
+ */
+export class MongoCacheProvider extends CacheProviderBase {
+  readonly #connection: StoreConnection;
+  readonly #collectionName: string;
+  /** Where this cache's `_id`s start. */
+  readonly #start: string;
+
+  constructor(options: MongoCacheProviderOptions) {
+    const settings = parseStoreOptions(options, 'cache', 'MongoCacheProvider');
+    super(settings.identity, options);
+    this.#start = namespaceStart(this.prefix);
+    this.#collectionName = settings.collection;
+    this.#connection = new StoreConnection(settings, [{ kind: 'cache', name: settings.collection, writeConcern: settings.writeConcern }]);
+  }
+
+  get capabilities(): Capabilities {
+    return this.#connection.capabilities();
+  }
+
+  /** How this store writes time-dependent documents, once connected. */
+  get dialect(): MongoDialectName | undefined {
+    return this.#connection.dialect;
+  }
+
+  get collectionName(): string {
+    return this.#collectionName;
+  }
+
+  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
+  async connect(): Promise<this> {
+    await this.call('cache.ready', () => this.#connection.ready());
+    return this;
+  }
+
+  protected override toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
+  protected override _close(): Promise<void> {
+    return this.#connection.close();
+  }
+
+  protected async _get(key: string): Promise<string | null> {
+    const { collection, dialect } = await this.#use();
+    return (await readLive(collection, dialect, this.#start + key, { value: 1 }))?.value ?? null;
+  }
+
+  protected override async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
+    const { collection, dialect } = await this.#use();
+    const ids = [...new Set(keys.map((key) => this.#start + key))];
+    const documents = await collection.find({ _id: { $in: ids }, ...dialect.liveValues() }, { projection: { value: 1 } }).toArray();
+    const values = new Map(documents.map((document) => [document._id, document.value]));
+    return keys.map((key) => values.get(this.#start + key) ?? null);
+  }
+
+  protected async _set(key: string, text: string, ttl: number | undefined): Promise<void> {
+    const { collection, dialect } = await this.#use();
+    const update = dialect.setExpiring({ value: text }, ttl);
+    await upsertById(() => collection.updateOne({ _id: this.#start + key }, update, { upsert: true }));
+  }
+
+  /** One `update` command; a statement that lost an insert race (see `upsertById`) is run again on its own. */
+  protected override async _setMany(writes: readonly CacheWrite[]): Promise<void> {
+    const { collection, dialect } = await this.#use();
+    const statements = writes.map(({ key, text, ttl }) => ({ filter: { _id: this.#start + key }, update: dialect.setExpiring({ value: text }, ttl) }));
+    const operations: AnyBulkWriteOperation<CacheDocument>[] = statements.map(({ filter, update }) => ({ updateOne: { filter, update, upsert: true } }));
+    try {
+      await collection.bulkWrite(operations, { ordered: false });
+    } catch (error) {
+      const failed = writeErrorsOf(error);
+      if (failed.length === 0 || failed.some((writeError) => writeError.code !== 11000)) throw error;
+      await Promise.all(failed.map(({ index }) => collection.updateOne(statements[index]!.filter, statements[index]!.update)));
+    }
+  }
+
+  protected async _delete(key: string): Promise<void> {
+    const { collection } = await this.#use();
+    await collection.deleteOne({ _id: this.#start + key });
+  }
+
+  protected override async _has(key: string): Promise<boolean> {
+    const { collection, dialect } = await this.#use();
+    return (await readLive(collection, dialect, this.#start + key, { _id: 1 })) !== null;
+  }
+
+  protected async _clear(): Promise<void> {
+    const { collection } = await this.#use();
+    await collection.deleteMany(idsStartingWith(this.#start));
+  }
+
+  protected async _keys(glob: Glob): Promise<string[]> {
+    const { collection, dialect } = await this.#use();
+    const documents = await collection.find({ ...globFilter(glob, this.#start), ...dialect.liveValues() }, { projection: { _id: 1 } }).toArray();
+    return documents.map((document) => document._id.slice(this.#start.length)).sort(compareKeys);
+  }
+
+  /** One page in `_id` order: an index range after `after`. */
+  protected override async _keysPage(glob: Glob, after: string | null, limit: number): Promise<string[]> {
+    const { collection, dialect } = await this.#use();
+    const documents = await collection
+      .find({ ...globFilter(glob, this.#start, after), ...dialect.liveValues() }, { projection: { _id: 1 } })
+      .sort({ _id: 1 })
+      .limit(limit)
+      .toArray();
+    return documents.map((document) => document._id.slice(this.#start.length));
+  }
+
+  protected async _clearExpired(): Promise<number> {
+    const { collection, dialect } = await this.#use();
+    return (await collection.deleteMany({ ...idsStartingWith(this.#start), ...dialect.expiredValues() })).deletedCount;
+  }
+
+  async #use(): Promise<{ collection: Collection<CacheDocument>; dialect: MongoDialect }> {
+    const ready = await this.#connection.ready();
+    return { collection: ready.collection<CacheDocument>('cache'), dialect: ready.dialect };
+  }
+}

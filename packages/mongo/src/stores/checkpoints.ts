@@ -1,0 +1,127 @@
+import type { Capabilities, JsonValue } from '@stowage/core';
+import { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from '@stowage/core/adapter';
+import type { Collection } from 'mongodb';
+import { StoreConnection } from '../connection.js';
+import type { MongoDialectName } from '../dialects/dialect.js';
+import type { CheckpointDocument } from '../documents.js';
+import { assertDocumentSize, duplicateKeyPattern, isDuplicateKeyError, toStowageError } from '../errors.js';
+import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+
+export interface MongoCheckpointStoreOptions extends MongoStoreOptions, CheckpointStoreBaseOptions {}
+
+/**
+ * {@link CheckpointStore} on one collection (default `stowage_checkpoints`) with a unique
+ * `{ taskId: 1, sequence: 1 }` index: saving an existing id or `(taskId, sequence)` is a clear
+ * `E_VERSION_CONFLICT`, never an overwrite (unless `onDuplicate: 'replace'`, as go-go-scope
+ * needs). `data` is the codec's text (strict JSON by default).
+ */
+export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase<TData> {
+  readonly #connection: StoreConnection;
+  readonly #collectionName: string;
+
+  constructor(options: MongoCheckpointStoreOptions) {
+    const settings = parseStoreOptions(options, 'checkpoints', 'MongoCheckpointStore');
+    super(settings.identity, options);
+    this.#collectionName = settings.collection;
+    this.#connection = new StoreConnection(settings, [{ kind: 'checkpoints', name: settings.collection, writeConcern: settings.writeConcern }]);
+  }
+
+  get capabilities(): Capabilities {
+    return this.#connection.capabilities();
+  }
+
+  /** How this store writes time-dependent documents, once connected. */
+  get dialect(): MongoDialectName | undefined {
+    return this.#connection.dialect;
+  }
+
+  get collectionName(): string {
+    return this.#collectionName;
+  }
+
+  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
+  async connect(): Promise<this> {
+    await this.call('checkpoints.ready', () => this.#connection.ready());
+    return this;
+  }
+
+  protected override toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
+  protected override _close(): Promise<void> {
+    return this.#connection.close();
+  }
+
+  /** One `insert`; a duplicate key says which unique index refused it (MongoDB names it; otherwise one read tells). */
+  protected async _save(checkpoint: StoredCheckpoint): Promise<'saved' | 'id-exists' | 'sequence-exists'> {
+    const collection = await this.#collection();
+    const { id, ...fields } = checkpoint;
+    const document: CheckpointDocument = { _id: id, ...fields };
+    assertDocumentSize(document, 'the checkpoint');
+    try {
+      await collection.insertOne(document);
+      return 'saved';
+    } catch (error) {
+      if (!isDuplicateKeyError(error)) throw error;
+      const pattern = duplicateKeyPattern(error);
+      if (pattern) return '_id' in pattern ? 'id-exists' : 'sequence-exists';
+      return (await collection.findOne({ _id: id }, { projection: { _id: 1 } })) ? 'id-exists' : 'sequence-exists';
+    }
+  }
+
+  /**
+   * `onDuplicate: 'replace'` (go-go-scope re-saves a checkpoint): another checkpoint of the same
+   * `(taskId, sequence)` gives way (the unique index holds one), then this id is written over.
+   */
+  protected override async _replace(checkpoint: StoredCheckpoint): Promise<void> {
+    const collection = await this.#collection();
+    const { id, ...fields } = checkpoint;
+    const document: CheckpointDocument = { _id: id, ...fields };
+    assertDocumentSize(document, 'the checkpoint');
+    await collection.deleteMany({ taskId: fields.taskId, sequence: fields.sequence, _id: { $ne: id } });
+    await collection.replaceOne({ _id: id }, document, { upsert: true });
+  }
+
+  protected async _load(id: string): Promise<StoredCheckpoint | null> {
+    return stored(await (await this.#collection()).findOne({ _id: id }));
+  }
+
+  protected async _loadLatest(taskId: string): Promise<StoredCheckpoint | null> {
+    return stored(await (await this.#collection()).findOne({ taskId }, { sort: { sequence: -1 } }));
+  }
+
+  protected async _list(taskId: string): Promise<StoredCheckpoint[]> {
+    const documents = await (await this.#collection()).find({ taskId }).sort({ sequence: 1 }).toArray();
+    return documents.map((document) => stored(document)!);
+  }
+
+  /**
+   * Two commands (MongoDB deletes cannot sort or skip): find the highest sequence to remove,
+   * then delete it and everything below. A checkpoint saved in between with a higher sequence
+   * is kept, so at least `keepCount` remain.
+   */
+  protected async _cleanup(taskId: string, keepCount: number): Promise<void> {
+    const collection = await this.#collection();
+    if (keepCount === 0) {
+      await collection.deleteMany({ taskId });
+      return;
+    }
+    const [boundary] = await collection.find({ taskId }, { projection: { sequence: 1 } }).sort({ sequence: -1 }).skip(keepCount).limit(1).toArray();
+    if (boundary) await collection.deleteMany({ taskId, sequence: { $lte: boundary.sequence } });
+  }
+
+  protected async _deleteAll(taskId: string): Promise<void> {
+    await (await this.#collection()).deleteMany({ taskId });
+  }
+
+  async #collection(): Promise<Collection<CheckpointDocument>> {
+    return (await this.#connection.ready()).collection<CheckpointDocument>('checkpoints');
+  }
+}
+
+function stored(document: CheckpointDocument | null): StoredCheckpoint | null {
+  if (document === null) return null;
+  const { _id, ...fields } = document;
+  return { id: _id, ...fields };
+}

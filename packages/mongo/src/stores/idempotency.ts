@@ -1,0 +1,120 @@
+import type { Capabilities } from '@stowage/core';
+import { IdempotencyStoreBase, type IdempotencyStoreBaseOptions, type StoredReservation, type StoredResult } from '@stowage/core/adapter';
+import type { Collection } from 'mongodb';
+import { StoreConnection } from '../connection.js';
+import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
+import type { IdempotencyDocument } from '../documents.js';
+import { isDuplicateKeyError, toStowageError, upsertById } from '../errors.js';
+import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import { readLive } from './values.js';
+
+export interface MongoIdempotencyStoreOptions extends MongoStoreOptions, IdempotencyStoreBaseOptions {}
+
+/**
+ * {@link IdempotencyStore} on one collection (default `stowage_idempotency`, TTL index on
+ * `expiresAt`). `reserve` is one atomic command: exactly one of many concurrent callers gets
+ * the claim, the others learn at once whether it is in flight or completed (with the result).
+ */
+export class MongoIdempotencyStore extends IdempotencyStoreBase {
+  readonly #connection: StoreConnection;
+  readonly #collectionName: string;
+
+  constructor(options: MongoIdempotencyStoreOptions) {
+    const settings = parseStoreOptions(options, 'idempotency', 'MongoIdempotencyStore');
+    super(settings.identity, options);
+    this.#collectionName = settings.collection;
+    this.#connection = new StoreConnection(settings, [{ kind: 'idempotency', name: settings.collection, writeConcern: settings.writeConcern }]);
+  }
+
+  get capabilities(): Capabilities {
+    return this.#connection.capabilities();
+  }
+
+  /** How this store writes time-dependent documents, once connected. */
+  get dialect(): MongoDialectName | undefined {
+    return this.#connection.dialect;
+  }
+
+  get collectionName(): string {
+    return this.#collectionName;
+  }
+
+  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
+  async connect(): Promise<this> {
+    await this.call('idempotency.ready', () => this.#connection.ready());
+    return this;
+  }
+
+  protected override toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
+  protected override _close(): Promise<void> {
+    return this.#connection.close();
+  }
+
+  /** A live record with a value: a completed result (an in-flight claim has none). */
+  protected async _get(key: string): Promise<StoredResult | null> {
+    const { collection, dialect } = await this.#use();
+    const document = await readLive(collection, dialect, key, { status: 1, value: 1 });
+    return document?.status === 'completed' ? result(document) : null;
+  }
+
+  protected async _set(key: string, text: string, ttl: number | undefined): Promise<void> {
+    const { collection, dialect } = await this.#use();
+    const update = dialect.setExpiring({ status: 'completed', value: text }, ttl, CLAIM_FIELDS);
+    await upsertById(() => collection.updateOne({ _id: key }, update, { upsert: true }));
+  }
+
+  protected async _delete(key: string): Promise<void> {
+    const { collection } = await this.#use();
+    await collection.deleteOne({ _id: key });
+  }
+
+  /**
+   * Two first-time reservations of one key can race to insert; the loser tries again and then
+   * finds the winner's record (MongoDB usually retries such upserts itself).
+   */
+  protected async _reserve(key: string, token: string, ttl: number): Promise<StoredReservation> {
+    const { collection, dialect } = await this.#use();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const document = await dialect.reserve(collection, key, token, ttl);
+        if (document === null) continue; // someone took over the expired record first: look again
+        if (document.status === 'completed') return { status: 'completed', ...result(document) };
+        if (document.token === token) return { status: 'acquired' };
+        const lease = document.leaseUntil ?? document.expiresAt; // a claim written before claims had `leaseUntil`
+        return { status: 'in-flight', expiresAt: lease instanceof Date ? lease.getTime() : 0 };
+      } catch (error) {
+        if (!isDuplicateKeyError(error) || attempt >= 5) throw error;
+      }
+    }
+  }
+
+  /**
+   * The token holds the claim while nobody else reserved the key since, even past its ttl: a
+   * claim has no `expiresAt`, so no TTL index removes it under a late `complete`.
+   */
+  protected async _complete(key: string, token: string, text: string, ttl: number | undefined): Promise<boolean> {
+    const { collection, dialect } = await this.#use();
+    const update = dialect.setExpiring({ status: 'completed', value: text }, ttl, CLAIM_FIELDS);
+    return (await collection.updateOne({ _id: key, status: 'in-flight', token }, update)).matchedCount === 1;
+  }
+
+  protected async _fail(key: string, token: string): Promise<boolean> {
+    const { collection } = await this.#use();
+    return (await collection.deleteOne({ _id: key, status: 'in-flight', token })).deletedCount === 1;
+  }
+
+  async #use(): Promise<{ collection: Collection<IdempotencyDocument>; dialect: MongoDialect }> {
+    const ready = await this.#connection.ready();
+    return { collection: ready.collection<IdempotencyDocument>('idempotency'), dialect: ready.dialect };
+  }
+}
+
+/** The fields of an in-flight claim, removed when the record becomes a result. */
+const CLAIM_FIELDS = ['token', 'leaseUntil'] as const;
+
+function result(document: IdempotencyDocument): StoredResult {
+  return { text: document.value!, expiresAt: document.expiresAt?.getTime() ?? null };
+}

@@ -1,0 +1,146 @@
+import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
+import { KeyValueStoreBase, compareKeys, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
+import type { Collection } from 'mongodb';
+import { StoreConnection } from '../connection.js';
+import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
+import type { KeyValueDocument } from '../documents.js';
+import { toStowageError } from '../errors.js';
+import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import { compareAndSetValue, globFilter, readLive } from './values.js';
+
+export interface MongoKeyValueStoreOptions extends MongoStoreOptions, KeyValueStoreBaseOptions {}
+
+/**
+ * {@link KeyValueStore} on one MongoDB collection (default `workflow_state`), documents
+ * `{ _id: key, value, version, updatedAt, expiresAt? }`. Every method is one command; reads
+ * filter on expiry so an expired key is invisible at once, and the TTL index (where the
+ * server has one) or `clearExpired()` removes it.
+ */
+export class MongoKeyValueStore extends KeyValueStoreBase {
+  readonly #connection: StoreConnection;
+  readonly #collectionName: string;
+
+  constructor(options: MongoKeyValueStoreOptions) {
+    const settings = parseStoreOptions(options, 'kv', 'MongoKeyValueStore');
+    super(settings.identity, options);
+    this.#collectionName = settings.collection;
+    this.#connection = new StoreConnection(settings, [{ kind: 'kv', name: settings.collection, writeConcern: settings.writeConcern }]);
+  }
+
+  get capabilities(): Capabilities {
+    return this.#connection.capabilities();
+  }
+
+  /** How this store writes time-dependent documents, once connected. */
+  get dialect(): MongoDialectName | undefined {
+    return this.#connection.dialect;
+  }
+
+  get collectionName(): string {
+    return this.#collectionName;
+  }
+
+  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
+  async connect(): Promise<this> {
+    await this.call('kv.ready', () => this.#connection.ready());
+    return this;
+  }
+
+  protected override toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
+  protected override _close(): Promise<void> {
+    return this.#connection.close();
+  }
+
+  protected override async _get(key: string): Promise<string | null> {
+    const { collection, dialect } = await this.#use();
+    return (await readLive(collection, dialect, key, { value: 1 }))?.value ?? null;
+  }
+
+  protected async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
+    const { collection, dialect } = await this.#use();
+    const documents = await collection.find({ _id: { $in: [...new Set(keys)] }, ...dialect.liveValues() }, { projection: { value: 1 } }).toArray();
+    const values = new Map(documents.map((document) => [document._id, document.value]));
+    return keys.map((key) => values.get(key) ?? null);
+  }
+
+  protected override async _set(key: string, value: string, ttl: number | undefined): Promise<void> {
+    const { collection, dialect } = await this.#use();
+    await dialect.writeValue(collection, { _id: key, fields: { value }, ttl });
+  }
+
+  /** All or nothing where the server has transactions (see `StoreConnection.atomically`). */
+  protected async _setMany(writes: readonly KeyValueWriteOp[]): Promise<void> {
+    const { collection, dialect } = await this.#use();
+    const values = writes.map(({ key, value, ttl }) => ({ _id: key, fields: { value }, ttl }));
+    await this.#connection.atomically((session) => dialect.writeValues(collection, values, session));
+  }
+
+  protected override async _delete(key: string): Promise<boolean> {
+    const { collection, dialect } = await this.#use();
+    return dialect.deleteValue(collection, key);
+  }
+
+  protected async _deleteMany(keys: readonly string[]): Promise<number> {
+    const { collection, dialect } = await this.#use();
+    const { filter, update } = dialect.deleteValues(keys);
+    return this.#connection.atomically(async (session) => (await collection.updateMany(filter, update, { session })).matchedCount);
+  }
+
+  protected override async _exists(key: string): Promise<boolean> {
+    const { collection, dialect } = await this.#use();
+    return (await readLive(collection, dialect, key, { _id: 1 })) !== null;
+  }
+
+  protected override async _existsMany(keys: readonly string[]): Promise<boolean[]> {
+    const { collection, dialect } = await this.#use();
+    const documents = await collection.find({ _id: { $in: [...new Set(keys)] }, ...dialect.liveValues() }, { projection: { _id: 1 } }).toArray();
+    const live = new Set(documents.map((document) => document._id));
+    return keys.map((key) => live.has(key));
+  }
+
+  protected async _getEntry(key: string): Promise<KeyValueEntry | null> {
+    const { collection, dialect } = await this.#use();
+    const document = await readLive(collection, dialect, key, { value: 1, version: 1, updatedAt: 1 });
+    return document === null ? null : { key, value: document.value!, ...entryInfo(document) };
+  }
+
+  protected async _entries(glob: Glob): Promise<KeyValueEntryInfo[]> {
+    const { collection, dialect } = await this.#use();
+    const documents = await collection.find({ ...globFilter(glob, ''), ...dialect.liveValues() }, { projection: { value: 0 } }).toArray();
+    return documents.map((document) => ({ key: document._id, ...entryInfo(document) })).sort((a, b) => compareKeys(a.key, b.key));
+  }
+
+  /** One page in `_id` order: an index range after `after`. */
+  protected override async _entriesPage(glob: Glob, after: string | null, limit: number): Promise<KeyValueEntryInfo[]> {
+    const { collection, dialect } = await this.#use();
+    const documents = await collection
+      .find({ ...globFilter(glob, '', after), ...dialect.liveValues() }, { projection: { value: 0 } })
+      .sort({ _id: 1 })
+      .limit(limit)
+      .toArray();
+    return documents.map((document) => ({ key: document._id, ...entryInfo(document) }));
+  }
+
+  protected async _compareAndSet(key: string, value: string, expectedVersion: number | null, ttl: number | undefined): Promise<number | null> {
+    const { collection, dialect } = await this.#use();
+    return compareAndSetValue(collection, dialect, { _id: key, fields: { value }, ttl }, expectedVersion);
+  }
+
+  protected async _clearExpired(): Promise<number> {
+    const { collection, dialect } = await this.#use();
+    return (await collection.deleteMany(dialect.expiredValues())).deletedCount;
+  }
+
+  async #use(): Promise<{ collection: Collection<KeyValueDocument>; dialect: MongoDialect }> {
+    const ready = await this.#connection.ready();
+    return { collection: ready.collection<KeyValueDocument>('kv'), dialect: ready.dialect };
+  }
+}
+
+/** Version and times of a key-value document; one written by awaitly's own persistence has neither and reads as version 1 at the epoch. */
+export function entryInfo(document: KeyValueDocument): Omit<KeyValueEntryInfo, 'key'> {
+  return { version: Number(document.version ?? 1), updatedAt: document.updatedAt ?? new Date(0), expiresAt: document.expiresAt ?? null };
+}

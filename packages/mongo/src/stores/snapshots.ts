@@ -1,0 +1,179 @@
+import { StowageError, type Capabilities, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
+import { SnapshotStoreBase, describeType, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
+import type { Collection, Document, WriteConcernSettings } from 'mongodb';
+import { StoreConnection, type StoreCollection } from '../connection.js';
+import type { MongoDialect, MongoDialectName, ValueWrite } from '../dialects/dialect.js';
+import type { SnapshotDocument } from '../documents.js';
+import { toStowageError } from '../errors.js';
+import { MAJORITY, parseStoreOptions, writeConcernOption, type MongoStoreOptions } from '../options.js';
+import { DEFAULT_COLLECTIONS } from '../schema.js';
+import { MongoLeases } from './leases.js';
+import { compareAndSetValue, idsStartingWith, namespaceStart, readLive } from './values.js';
+
+export interface MongoWorkflowLockOptions {
+  /** The lock collection (default `awaitly_workflow_locks`). */
+  collection?: string;
+  /** Lease for `tryAcquire` without `ttlMs`, in ms (default 30 000). */
+  ttl?: number;
+  /** Write concern of lock writes (default `{ w: 'majority' }`). */
+  writeConcern?: WriteConcernSettings;
+}
+
+export interface MongoSnapshotStoreOptions extends MongoStoreOptions {
+  /** The store's namespace: `list()` and every id are within it, and no other prefix's snapshots are ever seen (default `''`). */
+  prefix?: string;
+  /** Also implement awaitly's `WorkflowLock` (cross-process: one runner per workflow id). */
+  lock?: MongoWorkflowLockOptions | boolean;
+}
+
+/**
+ * Workflow snapshots in one collection (default `awaitly_snapshots`): a drop-in `store` for
+ * awaitly's `durable.run`. Documents `{ _id: prefix + "\u0000" + id, ns: prefix, value: <JSON>,
+ * version, updatedAt }`, listed newest first on the `{ ns, updatedAt, _id }` index.
+ */
+export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends SnapshotStoreBase<TSnapshot> {
+  readonly #connection: StoreConnection;
+  readonly #leases: MongoLeases | undefined;
+  readonly #collectionName: string;
+
+  constructor(options: MongoSnapshotStoreOptions) {
+    const settings = parseStoreOptions(options, 'snapshots', 'MongoSnapshotStore');
+    const lock = workflowLockOptions(options.lock);
+    const collections: StoreCollection[] = [{ kind: 'snapshots', name: settings.collection, writeConcern: settings.writeConcern }];
+    if (lock) {
+      const writeConcern = writeConcernOption(lock.writeConcern, MAJORITY);
+      collections.push({ kind: 'workflowLocks', name: lock.collection ?? DEFAULT_COLLECTIONS.workflowLocks, writeConcern });
+    }
+    const connection = new StoreConnection(settings, collections);
+    const leases = lock ? new MongoLeases(connection, 'workflowLocks') : undefined;
+    super(settings.identity, { prefix: options.prefix, ...(leases && { workflowLeases: leases, lockTtl: lock?.ttl }) });
+    this.#connection = connection;
+    this.#leases = leases;
+    this.#collectionName = settings.collection;
+  }
+
+  get capabilities(): Capabilities {
+    return this.#connection.capabilities({ wakeups: this.#leases !== undefined });
+  }
+
+  /** How this store writes time-dependent documents, once connected. */
+  get dialect(): MongoDialectName | undefined {
+    return this.#connection.dialect;
+  }
+
+  get collectionName(): string {
+    return this.#collectionName;
+  }
+
+  /** Connects, detects the server's features and creates the collections (optional: the first call does it). */
+  async connect(): Promise<this> {
+    await this.call('snapshots.ready', () => this.#connection.ready());
+    return this;
+  }
+
+  /**
+   * Removes the tombstones deleted snapshots of this prefix leave (once a few seconds old);
+   * how many. A TTL index does it where the server has one (`capabilities.ttlIndex`).
+   */
+  clearExpired(): Promise<number> {
+    return this.call('snapshots.clearExpired', async () => {
+      const { collection, dialect } = await this.#use();
+      return (await collection.deleteMany({ ...idsStartingWith(namespaceStart(this.prefix)), ...dialect.expiredValues() })).deletedCount;
+    });
+  }
+
+  protected override toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
+  protected override async _close(): Promise<void> {
+    await this.#leases?.close();
+    await this.#connection.close();
+  }
+
+  protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
+    const { collection, dialect } = await this.#use();
+    const write: ValueWrite = { _id: this.#id(id), fields: { value: document, ns: this.prefix }, ttl: undefined };
+    if (expectedVersion === undefined) {
+      await dialect.writeValue(collection, write);
+      return true;
+    }
+    return (await compareAndSetValue(collection, dialect, write, expectedVersion)) !== null;
+  }
+
+  protected async _load(id: string): Promise<StoredSnapshot | null> {
+    const { collection, dialect } = await this.#use();
+    const document = await readLive(collection, dialect, this.#id(id), { value: 1, version: 1, updatedAt: 1 });
+    // A document without a version or write time (written by hand or by an older store) reads as version 1 written at the epoch, as in the key-value store.
+    return document && { document: document.value!, version: Number(document.version ?? 1), updatedAt: document.updatedAt ?? new Date(0) };
+  }
+
+  protected async _delete(id: string): Promise<void> {
+    const { collection, dialect } = await this.#use();
+    await dialect.deleteValue(collection, this.#id(id));
+  }
+
+  /** An index range: this prefix's snapshots (a tombstone has no `ns`) whose `_id` starts with the id prefix, newest first. */
+  protected async _list(idPrefix: string, after: SnapshotCursor | null, limit: number): Promise<StoredSnapshotItem[]> {
+    const { collection } = await this.#use();
+    const filter: Document = { ns: this.prefix, ...idsStartingWith(this.#id(idPrefix)) };
+    if (after !== null) filter.$or = [{ updatedAt: { $lt: after.updatedAt } }, { updatedAt: after.updatedAt, _id: { $gt: this.#id(after.id) } }];
+    const documents = await collection.find(filter, { projection: { updatedAt: 1 } }).sort({ updatedAt: -1, _id: 1 }).limit(limit).toArray();
+    const start = namespaceStart(this.prefix).length;
+    return documents.map((document) => ({ id: document._id.slice(start), updatedAt: document.updatedAt ?? new Date(0) }));
+  }
+
+  #id(id: string): string {
+    return namespaceStart(this.prefix) + id;
+  }
+
+  async #use(): Promise<{ collection: Collection<SnapshotDocument>; dialect: MongoDialect }> {
+    const ready = await this.#connection.ready();
+    return { collection: ready.collection<SnapshotDocument>('snapshots'), dialect: ready.dialect };
+  }
+}
+
+/** `lock` as given: `undefined` without one. */
+function workflowLockOptions(lock: unknown): MongoWorkflowLockOptions | undefined {
+  if (lock === undefined || lock === false) return undefined;
+  if (lock === true) return {};
+  if (lock === null || typeof lock !== 'object') {
+    throw new StowageError('E_INVALID_OPTION', `lock must be true or an object, got ${describeType(lock)}`);
+  }
+  return lock as MongoWorkflowLockOptions;
+}
+
+/**
+ * A snapshot store that is also awaitly's `WorkflowLock`: `tryAcquire` takes a lease on the
+ * workflow id in the lock collection (the rules of {@link MongoLockProvider}: server-clock
+ * leases, majority writes, takeover of expired leases at once).
+ */
+export class MongoLockingSnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends MongoSnapshotStore<TSnapshot> {
+  declare readonly tryAcquire: WorkflowLock['tryAcquire'];
+  declare readonly release: WorkflowLock['release'];
+  declare readonly renew: WorkflowLock['renew'];
+  declare readonly clearExpiredLocks: () => Promise<number>;
+
+  constructor(options: MongoSnapshotStoreOptions & { lock: MongoWorkflowLockOptions | true }) {
+    super({ ...options, lock: options?.lock || true });
+  }
+}
+
+/** `mongo(url)` or `mongo({ url, database, collection, prefix, client, lock })` (seed 003's shape). */
+export type MongoSnapshotOptions = MongoSnapshotStoreOptions;
+
+/**
+ * The one-liner: a snapshot store for `durable.run`. With `lock`, it is also a `WorkflowLock`.
+ * It connects on first use (or `await store.connect()`).
+ */
+export function mongo<TSnapshot extends object = WorkflowSnapshot>(
+  options: MongoSnapshotOptions & { lock: MongoWorkflowLockOptions | true },
+): MongoLockingSnapshotStore<TSnapshot>;
+export function mongo<TSnapshot extends object = WorkflowSnapshot>(urlOrOptions: string | MongoSnapshotOptions): MongoSnapshotStore<TSnapshot>;
+export function mongo<TSnapshot extends object = WorkflowSnapshot>(urlOrOptions: string | MongoSnapshotOptions): MongoSnapshotStore<TSnapshot> {
+  const options: MongoSnapshotOptions = typeof urlOrOptions === 'string' ? { url: urlOrOptions } : urlOrOptions;
+  if (options === null || typeof options !== 'object') {
+    throw new StowageError('E_INVALID_OPTION', `mongo() needs a connection string or an options object, got ${describeType(options)}`);
+  }
+  return options.lock ? new MongoLockingSnapshotStore<TSnapshot>({ ...options, lock: options.lock }) : new MongoSnapshotStore<TSnapshot>(options);
+}

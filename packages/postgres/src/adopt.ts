@@ -1,0 +1,237 @@
+import { StowageError } from '@stowage/core';
+import { NOT_NULL_CHECK, isByteOrder, sameList, upgrade, type ColumnInfo, type Layout, type TableInfo } from './adopt-upgrade.js';
+import type { PostgresConnection, PostgresPool } from './connection.js';
+import { encodeText } from './key-encoding.js';
+import { tableColumns, type TableKind, type TableName } from './schema.js';
+import { keyRange } from './sql.js';
+
+/*
+ * Tables that exist before stowage starts, looked at once per pool when a store starts (with
+ * `autoCreate`). Stowage's own tables are used as they are. Tables written by awaitly-postgres
+ * (the key-value table `awaitly_workflow_state` and the snapshot table `awaitly_snapshots`) are
+ * upgraded in place, once (adopt-upgrade.ts): what stowage needs is added and every row stays,
+ * with its meaning. Any other layout is refused with `E_INVALID_OPTION` naming what stowage
+ * does not recognise, before anything is changed.
+ */
+
+/** What start-up found: whether an adopted snapshot table may still hold rows of awaitly's layout. */
+export interface AdoptedTable {
+  adopted: boolean;
+}
+
+const adoptions = new WeakMap<PostgresPool, Map<string, Promise<AdoptedTable>>>();
+const claims = new WeakMap<PostgresPool, Map<string, Promise<void>>>();
+
+/**
+ * Checks the store's existing tables and upgrades those of awaitly-postgres's layout, once per
+ * pool and table (missing tables are left to the schema creation that follows). Resolves with
+ * what it found for each table, in order.
+ */
+export async function adoptTables(connection: PostgresConnection, tables: ReadonlyArray<readonly [TableKind, TableName]>): Promise<AdoptedTable[]> {
+  let byTable = adoptions.get(connection.pool);
+  if (!byTable) adoptions.set(connection.pool, (byTable = new Map()));
+  const pending = tables.filter(([, name]) => !byTable.has(name.sql));
+  if (pending.length > 0) {
+    const inspected = inspect(connection, pending.map(([, name]) => name));
+    for (const [kind, name] of pending) {
+      const adoption = inspected.then((infos) => adoptTable(connection, kind, name, infos.get(name.sql)));
+      byTable.set(name.sql, adoption);
+      adoption.catch(() => {
+        if (byTable.get(name.sql) === adoption) byTable.delete(name.sql); // tried again by the next start
+      });
+    }
+  }
+  return Promise.all(tables.map(([, name]) => byTable.get(name.sql)!));
+}
+
+async function adoptTable(connection: PostgresConnection, kind: TableKind, table: TableName, info: TableInfo | undefined): Promise<AdoptedTable> {
+  if (info === undefined) return { adopted: false };
+  const layout = LAYOUTS[kind as keyof typeof LAYOUTS];
+  if (layout === undefined) {
+    assertStowageColumns(kind, table, info);
+    return { adopted: false };
+  }
+  const adopted = info.columns.get('version')?.default === '1';
+  if (isNative(layout, info)) return { adopted };
+  assertKnownLayout(layout, table, info);
+  await upgrade(connection, layout, table, info);
+  return { adopted: true };
+}
+
+// --- layouts ------------------------------------------------------------------------------------
+
+const TEXT = ['text'];
+const TIMESTAMPTZ = ['timestamp with time zone'];
+const BIGINT = ['bigint'];
+
+const LAYOUTS: Partial<Record<TableKind, Layout>> = {
+  kv: {
+    kind: 'kv',
+    legacy: { key: TEXT, value: TEXT, expires_at: ['timestamp without time zone', ...TIMESTAMPTZ] },
+    optional: { updated_at: TIMESTAMPTZ },
+    added: { version: BIGINT, updated_at: TIMESTAMPTZ },
+    notNull: ['value', 'version', 'updated_at'],
+    primaryKey: ['key'],
+    describe: "awaitly-postgres's key-value table (key TEXT PRIMARY KEY, value TEXT, expires_at TIMESTAMP[, updated_at TIMESTAMPTZ])",
+  },
+  snapshots: {
+    kind: 'snapshots',
+    legacy: { id: TEXT, snapshot: ['json', 'jsonb'], updated_at: TIMESTAMPTZ },
+    optional: {},
+    added: { prefix: TEXT, version: BIGINT },
+    notNull: ['snapshot', 'version', 'updated_at', 'prefix'],
+    primaryKey: ['prefix', 'id'],
+    describe: "awaitly-postgres's snapshot table (id TEXT PRIMARY KEY, snapshot JSONB NOT NULL, updated_at TIMESTAMPTZ)",
+  },
+};
+
+/** The table is stowage's layout, complete (created by stowage, or fully adopted). */
+function isNative(layout: Layout, info: TableInfo): boolean {
+  const types = { ...layout.legacy, ...layout.added, expires_at: TIMESTAMPTZ };
+  const columns = [...tableColumns(layout.kind).keys()];
+  return (
+    columns.every((name) => {
+      const column = info.columns.get(name);
+      return column !== undefined && (types[name as keyof typeof types] ?? [column.type]).includes(column.type);
+    }) &&
+    layout.notNull.every((name) => info.columns.get(name)!.notNull) &&
+    sameList(info.primaryKey, layout.primaryKey) &&
+    layout.primaryKey.every((name) => isByteOrder(info.columns.get(name), info)) &&
+    !info.checks.some((check) => check.endsWith(NOT_NULL_CHECK))
+  );
+}
+
+/** `E_INVALID_OPTION` unless the table's columns are those of the legacy layout (plus what an earlier upgrade added). */
+function assertKnownLayout(layout: Layout, table: TableName, info: TableInfo): void {
+  const accepted = { ...layout.legacy, ...layout.optional, ...layout.added };
+  const unknown = [...info.columns.keys()].filter((name) => !(name in accepted));
+  const missing = Object.keys(layout.legacy).filter((name) => !info.columns.has(name));
+  const wrongTypes = [...info.columns.values()]
+    .filter((column) => column.name in accepted && !accepted[column.name]!.includes(column.type))
+    .map((column) => `${column.name} is ${column.type} (expected ${accepted[column.name]!.join(' or ')})`);
+  const legacyKey = layout.primaryKey.filter((name) => name in layout.legacy);
+  const keyProblem =
+    sameList(info.primaryKey, legacyKey) || sameList(info.primaryKey, layout.primaryKey) ? [] : [`its primary key is (${info.primaryKey.join(', ')})`];
+  const problems = [
+    ...(unknown.length > 0 ? [`unrecognised column(s) ${unknown.join(', ')}`] : []),
+    ...(missing.length > 0 ? [`no column(s) ${missing.join(', ')}`] : []),
+    ...wrongTypes,
+    ...keyProblem,
+  ];
+  if (problems.length > 0) {
+    throw new StowageError(
+      'E_INVALID_OPTION',
+      `table ${info.name} has a layout stowage does not know: ${problems.join('; ')}. ` +
+        `Stowage uses its own layout (see schemaSql()) and adopts ${layout.describe}; give the store another table`,
+    );
+  }
+}
+
+/**
+ * For kinds stowage has no legacy layout for: `E_INVALID_OPTION` unless every column of stowage's
+ * layout is there, of its type (other columns of yours are fine).
+ */
+function assertStowageColumns(kind: TableKind, table: TableName, info: TableInfo): void {
+  const expected = tableColumns(kind);
+  const missing = [...expected.keys()].filter((name) => !info.columns.has(name));
+  const wrongTypes = [...expected]
+    .filter(([name, type]) => info.columns.has(name) && info.columns.get(name)!.type !== type)
+    .map(([name, type]) => `${name} is ${info.columns.get(name)!.type} (stowage's is ${type})`);
+  if (missing.length === 0 && wrongTypes.length === 0) return;
+  const hint = isAwaitlyLeaseTable(info)
+    ? ": it is awaitly-postgres's lock table, which only holds leases; give stowage another lockTableName, or drop it while no workflow runs"
+    : ': give the store another table';
+  const problems = [...(missing.length > 0 ? [`no column(s) ${missing.join(', ')}`] : []), ...wrongTypes];
+  throw new StowageError(
+    'E_INVALID_OPTION',
+    `table ${info.name} has a layout stowage does not know for ${kind}: ${problems.join('; ')} ` +
+      `(it has ${[...info.columns.keys()].join(', ')})${hint}`,
+  );
+}
+
+function isAwaitlyLeaseTable(info: TableInfo): boolean {
+  return ['workflow_id', 'owner_token', 'expires_at'].every((name) => info.columns.has(name));
+}
+
+// --- inspection -----------------------------------------------------------------------------
+
+/**
+ * One catalog query for every table of a store: columns, primary key, check constraints. The
+ * names are literals (quoted identifiers, validated: no `'` in them), so this start-up query is
+ * not kept as a prepared statement on every connection.
+ */
+async function inspect(connection: PostgresConnection, tables: readonly TableName[]): Promise<Map<string, TableInfo>> {
+  const { rows } = await connection.query(INSPECT.replace('$1', literalArray(tables.map((table) => table.sql))));
+  const infos = new Map<string, TableInfo>();
+  for (const row of rows as { name: string; columns: ColumnInfo[]; primary_key: string[] | null; checks: string[]; byte_order: boolean }[]) {
+    infos.set(row.name, {
+      name: row.name,
+      columns: new Map(row.columns.map((column) => [column.name, column])),
+      primaryKey: row.primary_key ?? [],
+      checks: row.checks,
+      byteOrderDefault: row.byte_order === true,
+    });
+  }
+  return infos;
+}
+
+/** `ARRAY['…', …]::text[]` of quoted identifiers (which cannot hold a `'`). */
+function literalArray(names: readonly string[]): string {
+  return `ARRAY[${names.map((name) => `'${name}'`).join(', ')}]`;
+}
+
+/**
+ * `$1`: quoted, qualified table names. The database's default collation counts as byte order
+ * for libc "C" and "POSIX" only (`datlocprovider` exists from PostgreSQL 15 on; the JSON form
+ * reads it where it exists).
+ */
+const INSPECT = `SELECT t.name,
+  (SELECT json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), 'notNull', a.attnotnull,
+      'collation', co.collname, 'default', pg_get_expr(d.adbin, d.adrelid)) ORDER BY a.attnum)
+    FROM pg_attribute a
+    LEFT JOIN pg_collation co ON co.oid = a.attcollation
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
+  (SELECT json_agg(a.attname ORDER BY k.position)
+    FROM pg_constraint p, unnest(p.conkey) WITH ORDINALITY AS k(attnum, position)
+    JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+    WHERE p.conrelid = c.oid AND p.contype = 'p') AS primary_key,
+  (SELECT coalesce(json_agg(p.conname), '[]') FROM pg_constraint p WHERE p.conrelid = c.oid AND p.contype = 'c') AS checks,
+  (SELECT d.datcollate IN ('C', 'POSIX') AND coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c'
+    FROM pg_database d WHERE d.datname = current_database()) AS byte_order
+FROM unnest($1::text[]) AS t(name)
+JOIN pg_class c ON c.oid = to_regclass(t.name) AND c.relkind IN ('r', 'p')`;
+
+// --- snapshot rows of awaitly's layout -------------------------------------------------------
+
+/**
+ * awaitly-postgres kept a store's `prefix` inside the id (`orders:wf-1`). After the upgrade
+ * every such row is under the empty prefix, with its whole id and version 1. A store with a
+ * prefix takes the rows whose id starts with it (and is longer) when it starts: one `UPDATE`
+ * moves them to `(prefix, rest of the id)`, at millisecond precision. It runs once per pool,
+ * prefix and table, only on adopted tables, and concurrent runs are harmless: a row moved by
+ * one no longer matches the other's `prefix = ''`, and each statement returns only once the
+ * rows it waited for are moved. Rows written by stowage (version >= 2) never move. A row whose
+ * id no configured prefix begins stays under `''`, where a store without prefix sees it.
+ */
+export function claimLegacySnapshots(connection: PostgresConnection, table: TableName, prefix: string): Promise<void> {
+  let byKey = claims.get(connection.pool);
+  if (!byKey) claims.set(connection.pool, (byKey = new Map()));
+  const key = `${table.sql}\u0000${prefix}`;
+  let claim = byKey.get(key);
+  if (!claim) {
+    const stored = encodeText(prefix);
+    const { lo, hi } = keyRange(stored);
+    claim = connection
+      .query(
+        `UPDATE ${table.sql} AS s SET prefix = $1, id = substr(s.id, length($1) + 1), updated_at = date_trunc('milliseconds', s.updated_at)
+         WHERE s.prefix = '' AND s.id >= $2 AND s.id < $3 AND s.version = 1 AND length(s.id) > length($1)
+           AND NOT EXISTS (SELECT 1 FROM ${table.sql} AS o WHERE o.prefix = $1 AND o.id = substr(s.id, length($1) + 1))`,
+        [stored, lo, hi],
+      )
+      .then(() => undefined);
+    byKey.set(key, claim);
+    claim.catch(() => byKey.delete(key));
+  }
+  return claim;
+}

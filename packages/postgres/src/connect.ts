@@ -1,0 +1,137 @@
+import { StowageError, type WorkflowSnapshot } from '@stowage/core';
+import { PostgresConnection } from './connection.js';
+import { postgresSettings, type PostgresConnectionOptions, type PostgresStoreOptions } from './options.js';
+import { PostgresProcessBackend, type PostgresProcessBackendOptions } from './process/backend.js';
+import { PostgresCacheProvider, type PostgresCacheProviderOptions } from './stores/cache.js';
+import { PostgresCheckpointStore, type PostgresCheckpointStoreOptions } from './stores/checkpoints.js';
+import { PostgresCircuitBreakerStore, type PostgresCircuitBreakerStoreOptions } from './stores/circuit-breaker.js';
+import { PostgresIdempotencyStore, type PostgresIdempotencyStoreOptions } from './stores/idempotency.js';
+import { PostgresKeyValueStore, type PostgresKeyValueStoreOptions } from './stores/kv.js';
+import { PostgresLockProvider, type PostgresLockProviderOptions } from './stores/locks.js';
+import {
+  PostgresLockingSnapshotStore,
+  PostgresSnapshotStore,
+  postgres,
+  type PostgresSnapshotStoreOptions,
+  type PostgresWorkflowLockOptions,
+} from './stores/snapshots.js';
+
+/** Where to connect, plus the store options every store of the connection shares. */
+export type PostgresConnectOptions = PostgresConnectionOptions &
+  Pick<PostgresStoreOptions, 'schema' | 'autoCreate' | 'autoCreateTable' | 'cleanupInterval'>;
+
+/** A store's own options under {@link connect}: everything but where to connect. */
+export type StoreOptionsOf<T> = Omit<T, keyof PostgresConnectionOptions>;
+
+const CONNECTION_OPTIONS = [
+  'url',
+  'connectionString',
+  'host',
+  'port',
+  'database',
+  'user',
+  'password',
+  'pool',
+  'existingPool',
+  'applicationName',
+  'preparedStatements',
+  'listenUrl',
+] as const;
+const SHARED_STORE_OPTIONS = ['schema', 'autoCreate', 'autoCreateTable', 'cleanupInterval'] as const;
+
+/**
+ * Every store on one database, sharing one `pg.Pool` and one LISTEN connection:
+ *
+ * ```ts
+ * const db = connect(process.env.DATABASE_URL!);
+ * const kv = db.kv();
+ * const locks = db.locks();
+ * const store = db.snapshots({ lock: true });
+ * // …
+ * await db.close(); // closes every store it handed out, then ends the pool
+ * ```
+ *
+ * Stores created directly from the same settings share the same pool too; `connect` keeps it
+ * open between stores and closes them all at once.
+ */
+export function connect(options: PostgresConnectOptions | string): PostgresStowage {
+  return new PostgresStowage(options);
+}
+
+/** The object {@link connect} returns. */
+export class PostgresStowage {
+  /** The connection settings (they may hold the password: private, never printed). */
+  readonly #base: PostgresConnectOptions;
+  readonly #connection: PostgresConnection;
+  readonly #stores = new Set<{ close(): Promise<void> }>();
+  #closing: Promise<void> | undefined;
+
+  constructor(options: PostgresConnectOptions | string) {
+    const { options: given, settings } = postgresSettings(options);
+    this.#base = Object.fromEntries(
+      [...CONNECTION_OPTIONS, ...SHARED_STORE_OPTIONS].filter((name) => given[name] !== undefined).map((name) => [name, given[name]]),
+    );
+    // Holds the pool between stores; the stores find the same one from the same settings.
+    this.#connection = new PostgresConnection(settings.connection);
+  }
+
+  kv(options: StoreOptionsOf<PostgresKeyValueStoreOptions> = {}): PostgresKeyValueStore {
+    return this.#open(new PostgresKeyValueStore(this.#options(options)));
+  }
+
+  snapshots<TSnapshot extends object = WorkflowSnapshot>(
+    options: StoreOptionsOf<PostgresSnapshotStoreOptions> & { lock: PostgresWorkflowLockOptions | true },
+  ): PostgresLockingSnapshotStore<TSnapshot>;
+  snapshots<TSnapshot extends object = WorkflowSnapshot>(options?: StoreOptionsOf<PostgresSnapshotStoreOptions>): PostgresSnapshotStore<TSnapshot>;
+  snapshots<TSnapshot extends object = WorkflowSnapshot>(options: StoreOptionsOf<PostgresSnapshotStoreOptions> = {}): PostgresSnapshotStore<TSnapshot> {
+    return this.#open(postgres<TSnapshot>(this.#options(options)));
+  }
+
+  locks(options: StoreOptionsOf<PostgresLockProviderOptions> = {}): PostgresLockProvider {
+    return this.#open(new PostgresLockProvider(this.#options(options)));
+  }
+
+  cache(options: StoreOptionsOf<PostgresCacheProviderOptions> = {}): PostgresCacheProvider {
+    return this.#open(new PostgresCacheProvider(this.#options(options)));
+  }
+
+  circuitBreaker(options: StoreOptionsOf<PostgresCircuitBreakerStoreOptions> = {}): PostgresCircuitBreakerStore {
+    return this.#open(new PostgresCircuitBreakerStore(this.#options(options)));
+  }
+
+  checkpoints(options: StoreOptionsOf<PostgresCheckpointStoreOptions> = {}): PostgresCheckpointStore {
+    return this.#open(new PostgresCheckpointStore(this.#options(options)));
+  }
+
+  idempotency(options: StoreOptionsOf<PostgresIdempotencyStoreOptions> = {}): PostgresIdempotencyStore {
+    return this.#open(new PostgresIdempotencyStore(this.#options(options)));
+  }
+
+  process(options: StoreOptionsOf<PostgresProcessBackendOptions> = {}): PostgresProcessBackend {
+    return this.#open(new PostgresProcessBackend(this.#options(options)));
+  }
+
+  /** Closes every store handed out (each waits for its calls in flight), then lets the pool go. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= (async () => {
+      await Promise.all([...this.#stores].map((store) => store.close()));
+      await this.#connection.end();
+    })();
+    return this.#closing;
+  }
+
+  #options<T extends object>(options: T): T & PostgresConnectOptions {
+    if (this.#closing !== undefined) throw new StowageError('E_CLOSED', 'this connection is closed');
+    if (options === null || typeof options !== 'object') throw new StowageError('E_INVALID_OPTION', 'store options must be an object');
+    const misplaced = CONNECTION_OPTIONS.filter((name) => name in options);
+    if (misplaced.length > 0) {
+      throw new StowageError('E_INVALID_OPTION', `${misplaced.join(', ')}: connection settings belong to connect(), not to one store`);
+    }
+    return { ...this.#base, ...options };
+  }
+
+  #open<T extends { close(): Promise<void> }>(store: T): T {
+    this.#stores.add(store);
+    return store;
+  }
+}

@@ -1,0 +1,302 @@
+import { StowageError, type Capabilities } from '@stowage/core';
+import { adoptTables, claimLegacySnapshots } from './adopt.js';
+import { PostgresConnection, type PostgresQueryResult, type PostgresStatement } from './connection.js';
+import { UNDEFINED_SCHEMA, UNDEFINED_TABLE, driverError, sqlState } from './errors.js';
+import type { PostgresSettings } from './options.js';
+import { ensureSchema, latestCreation, storeDdl, storeObjects, type TableKind, type TableName } from './schema.js';
+import type { ReleaseWakeups } from './wakeups.js';
+
+export const POSTGRES_CAPABILITIES: Capabilities = Object.freeze({
+  serverClock: true,
+  fencing: true,
+  ttlIndex: false,
+  changeFeed: false,
+  wakeups: false,
+  transactions: true,
+  crossProcess: true,
+  atomicUpdates: true,
+});
+
+/** The tables of one store, by kind. */
+export type StoreTables = ReadonlyArray<readonly [TableKind, TableName]>;
+
+/**
+ * A transaction as a store's view runs statements in it: the caller's checked-out `pg` client
+ * (a `PoolClient` or a `pg.Client`) between `BEGIN` and `COMMIT`, or the client of a
+ * transaction the store began itself (`runOnce`, transactional process states).
+ */
+export interface TransactionClient {
+  query(statement: PostgresStatement): Promise<PostgresQueryResult>;
+}
+
+/** What a store uses of its database: a {@link PostgresDatabase}, or its view inside a transaction. */
+export interface StoreDatabase {
+  /** True for the view inside a transaction: nothing of the store's own connection is used. */
+  readonly inTransaction: boolean;
+  ready(): Promise<void>;
+  run(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
+  schemaSql(): string;
+  listen(channel: string): ReleaseWakeups;
+  startCleanup(clearExpired: () => Promise<unknown>): void;
+  /** The same tables inside `transaction` (see {@link TransactionClient}). */
+  bind(transaction: object): StoreDatabase;
+  /** Runs `fn` in a new transaction on a client of the store's pool (see {@link PostgresDatabase.transaction}). */
+  transaction<T>(fn: (client: TransactionClient) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Where a store's view inside a transaction finds its database (see {@link viewOptions}). */
+const VIEW_DATABASE = Symbol('stowage.viewDatabase');
+
+/**
+ * The database of a store being constructed: the bound one when the store is a view inside a
+ * transaction (built from {@link viewOptions}), else a new {@link PostgresDatabase}.
+ */
+export function storeDatabase(options: object, settings: PostgresSettings, tables: StoreTables, extra?: { snapshotPrefix?: string }): StoreDatabase {
+  return (options as { [VIEW_DATABASE]?: StoreDatabase })[VIEW_DATABASE] ?? new PostgresDatabase(settings, tables, extra);
+}
+
+/**
+ * The options of a store's view inside `transaction` (`withTransaction`): the store's own
+ * options and tables, on `db` bound to the transaction, with nothing that needs a connection of
+ * its own or a later statement (no coalescing, no LISTEN wake-ups, no cleanup timer).
+ */
+export function viewOptions<T extends object>(options: T, db: StoreDatabase, transaction: object): T {
+  return { ...options, coalesce: false, wakeups: false, cleanupInterval: undefined, [VIEW_DATABASE]: db.bind(transaction) };
+}
+
+/** `pg`'s codes for a transaction the database asks to run again: serialization failure, deadlock. */
+const RETRY_TRANSACTION = new Set(['40001', '40P01']);
+/** How often a transaction the database asked to run again is tried in all. */
+const TRANSACTION_ATTEMPTS = 3;
+
+/** Throws `E_INVALID_OPTION` unless `transaction` can run statements: a pg client, not a pool. */
+function assertTransactionClient(transaction: object): asserts transaction is TransactionClient {
+  if (typeof (transaction as { query?: unknown }).query !== 'function') {
+    throw new StowageError('E_INVALID_OPTION', 'withTransaction needs the pg client that holds the transaction (a PoolClient or pg.Client after BEGIN)');
+  }
+  // A pool would run each statement on whichever connection is free: outside the transaction.
+  if ('totalCount' in transaction || 'idleCount' in transaction) {
+    throw new StowageError('E_INVALID_OPTION', 'withTransaction needs the client checked out of the pool (const client = await pool.connect(); BEGIN …), not the pool');
+  }
+}
+
+/**
+ * A store's tables inside a transaction: statements go to the transaction's client, unnamed
+ * (a pooler may give the transaction a session where a named statement of this pg client was
+ * never prepared, and a failed statement would abort the caller's transaction). The tables are
+ * created, where needed, before the first statement, outside the transaction.
+ */
+class TransactionDatabase implements StoreDatabase {
+  readonly inTransaction = true;
+  readonly #parent: PostgresDatabase;
+  readonly #client: TransactionClient;
+
+  constructor(parent: PostgresDatabase, client: TransactionClient) {
+    this.#parent = parent;
+    this.#client = client;
+  }
+
+  ready(): Promise<void> {
+    return this.#parent.ready();
+  }
+
+  async run(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
+    await this.#parent.ready();
+    try {
+      return await this.#client.query({ text, values });
+    } catch (error) {
+      throw driverError(error);
+    }
+  }
+
+  schemaSql(): string {
+    return this.#parent.schemaSql();
+  }
+
+  listen(): ReleaseWakeups {
+    throw new StowageError('E_INVALID_OPTION', 'wake-ups need a connection of their own: they cannot live in a transaction');
+  }
+
+  startCleanup(): void {}
+
+  bind(transaction: object): StoreDatabase {
+    return this.#parent.bind(transaction);
+  }
+
+  transaction(): Promise<never> {
+    return Promise.reject(new StowageError('E_INVALID_OPTION', 'this store is already inside a transaction'));
+  }
+
+  /** The view opened nothing: closing it closes nothing. */
+  async close(): Promise<void> {}
+}
+
+/**
+ * The Postgres side of one store, whatever its contract: its share of the connection (the
+ * pool and the LISTEN connection, shared with the other stores on the same settings), the
+ * store's tables and their once-per-pool creation, `run(sql, values)`, the background cleanup
+ * timer, and `close`. Each store holds one (in a private field: it reaches the pool, whose
+ * settings hold the password) and adds only its statements.
+ *
+ * The kit's `StoreBase` refuses calls after `close()` and waits for the calls in flight before
+ * the store's `_close()` calls {@link close}, so nothing here checks state.
+ */
+export class PostgresDatabase implements StoreDatabase {
+  readonly inTransaction = false;
+  readonly #connection: PostgresConnection;
+  readonly #tables: StoreTables;
+  readonly #ddl: string[];
+  readonly #autoCreate: boolean;
+  readonly #cleanupInterval: number | undefined;
+  readonly #snapshotPrefix: string;
+  readonly #listeners: ReleaseWakeups[] = [];
+  #ready: Promise<void> | undefined;
+  #schemaIsReady = false;
+  #cleanupTimer: ReturnType<typeof setInterval> | undefined;
+
+  /**
+   * `snapshotPrefix`: the prefix of a snapshot store, which takes its rows of an adopted
+   * awaitly-postgres snapshot table at start-up (see `claimLegacySnapshots`).
+   */
+  constructor(settings: PostgresSettings, tables: StoreTables, { snapshotPrefix = '' }: { snapshotPrefix?: string } = {}) {
+    this.#connection = new PostgresConnection(settings.connection);
+    this.#tables = tables;
+    this.#ddl = storeDdl(tables);
+    this.#autoCreate = settings.autoCreate;
+    this.#cleanupInterval = settings.cleanupInterval;
+    this.#snapshotPrefix = snapshotPrefix;
+  }
+
+  /** The DDL of the store's tables (what it runs on first use unless `autoCreate: false`). */
+  schemaSql(): string {
+    return this.#ddl.map((statement) => `${statement};\n`).join('\n');
+  }
+
+  /**
+   * Resolves once the tables exist: on the first call, upgrades existing tables of
+   * awaitly-postgres's layout in place and refuses unknown layouts (see adopt.ts), then creates
+   * what is missing (in one round trip, safe when many processes start at once), and remembers
+   * it; after a failure the next call tries again. With `autoCreate: false` it resolves at once
+   * and checks nothing.
+   */
+  ready(): Promise<void> {
+    if (!this.#ready) this.#create();
+    return this.#ready!;
+  }
+
+  /**
+   * One statement, one round trip, once the tables exist. Driver errors pass unchanged, but
+   * for a missing table: with `autoCreate`, a table dropped under the live store is created
+   * again (once, as the first time) and the statement retried once (it did not run: the server
+   * refused it before executing it); without, the error says the table is missing.
+   */
+  run(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
+    // Once the schema is there the statement goes out at once, without waiting a turn of the
+    // microtask queue for the settled schema promise.
+    const sentAfter = latestCreation();
+    const running = this.#schemaIsReady ? this.#connection.query(text, values) : this.ready().then(() => this.#connection.query(text, values));
+    return running.catch((error: unknown) => {
+      if (!isMissingTable(error)) throw error;
+      if (!this.#autoCreate) throw missingTableError(error, 'autoCreate is false: create the tables with schemaSql()');
+      return this.#create(sentAfter)
+        .then(() => this.#connection.query(text, values))
+        .catch((again: unknown) => {
+          throw isMissingTable(again) ? missingTableError(again, 'it was created again and is still missing') : again;
+        });
+    });
+  }
+
+  bind(transaction: object): StoreDatabase {
+    assertTransactionClient(transaction);
+    return new TransactionDatabase(this, transaction);
+  }
+
+  /**
+   * Runs `fn` in a new transaction on a client of the pool: `BEGIN`, `fn`, `COMMIT`; on an error
+   * `ROLLBACK` and the error. When the database asks for the transaction to be run again (a
+   * serialization failure or deadlock, from any statement or the `COMMIT`) it is, up to
+   * {@link TRANSACTION_ATTEMPTS} times in all: nothing of the failed attempt was committed.
+   */
+  async transaction<T>(fn: (client: TransactionClient) => Promise<T>): Promise<T> {
+    await this.ready();
+    return this.#connection.withClient(async (client, broken) => {
+      const send = (command: string) => client.query(command).catch((error: unknown) => Promise.reject(driverError(error)));
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await send('BEGIN');
+          const result = await fn(client);
+          await send('COMMIT');
+          return result;
+        } catch (error) {
+          // A client whose ROLLBACK fails is in an unknown state: the pool drops it.
+          await client.query('ROLLBACK').catch((rollbackFailed: Error) => broken(rollbackFailed));
+          if (attempt >= TRANSACTION_ATTEMPTS || !RETRY_TRANSACTION.has(sqlState(causeOf(error)) ?? '')) throw error;
+        }
+      }
+    });
+  }
+
+  /** Wake-ups on `channel` through the pool's LISTEN connection (opened on first need), ended with the store. */
+  listen(channel: string): ReleaseWakeups {
+    const wakeups = this.#connection.listen(channel);
+    this.#listeners.push(wakeups);
+    return wakeups;
+  }
+
+  /** Calls `clearExpired` every `cleanupInterval` ms when that option is set; failures wait for the next run. */
+  startCleanup(clearExpired: () => Promise<unknown>): void {
+    if (this.#cleanupInterval === undefined) return;
+    this.#cleanupTimer = setInterval(() => void clearExpired().catch(() => undefined), this.#cleanupInterval);
+    this.#cleanupTimer.unref();
+  }
+
+  /** Stops the timer and the store's wake-ups; gives its share of the pool back (see `PostgresConnection.end`). */
+  async close(): Promise<void> {
+    if (this.#cleanupTimer !== undefined) clearInterval(this.#cleanupTimer);
+    await Promise.all(this.#listeners.map((listener) => listener.close()));
+    await this.#ready?.catch(() => undefined);
+    await this.#connection.end();
+  }
+
+  /** Creates the tables (unless `autoCreate: false`); `newerThan`: see `ensureSchema`. */
+  #create(newerThan?: number): Promise<void> {
+    const ready = this.#autoCreate ? this.#createTables(newerThan) : Promise.resolve();
+    this.#ready = ready;
+    this.#schemaIsReady = false;
+    ready.then(
+      () => {
+        if (this.#ready === ready) this.#schemaIsReady = true;
+      },
+      () => {
+        if (this.#ready === ready) this.#ready = undefined;
+      },
+    );
+    return ready;
+  }
+
+  /** Adopts existing tables (first creation only: a table created again was dropped, not legacy), creates the rest. */
+  async #createTables(newerThan: number | undefined): Promise<void> {
+    const found = newerThan === undefined ? await adoptTables(this.#connection, this.#tables) : [];
+    await ensureSchema(this.#connection, this.#ddl, storeObjects(this.#tables), newerThan);
+    if (this.#snapshotPrefix === '') return;
+    for (const [index, [kind, name]] of this.#tables.entries()) {
+      if (kind === 'snapshots' && found[index]?.adopted) await claimLegacySnapshots(this.#connection, name, this.#snapshotPrefix);
+    }
+  }
+}
+
+function isMissingTable(error: unknown): boolean {
+  const state = sqlState(error);
+  return state === UNDEFINED_TABLE || state === UNDEFINED_SCHEMA;
+}
+
+function missingTableError(error: unknown, why: string): StowageError {
+  const message = error instanceof Error ? error.message : String(error);
+  return new StowageError('E_INVALID_OPTION', `a table of the store is missing (${message}): ${why}`, { cause: error });
+}
+
+/** The driver error behind a `StowageError` a store's view threw (its `cause`), or `error` itself. */
+function causeOf(error: unknown): unknown {
+  return error instanceof StowageError && error.cause !== undefined ? error.cause : error;
+}

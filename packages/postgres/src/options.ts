@@ -1,0 +1,196 @@
+import { StowageError } from '@stowage/core';
+import { assertOptionalDuration, booleanOption, describeType, utf8ByteLength, type StoreIdentity } from '@stowage/core/adapter';
+import type { PostgresPool } from './connection.js';
+import { DEFAULT_TABLE_NAMES, TableName, type TableKind } from './schema.js';
+
+/** `pg.Pool` settings for a pool stowage creates (passed through to `new pg.Pool`). */
+export interface PostgresPoolOptions {
+  /** Most connections open at once (pg default 10). */
+  max?: number;
+  min?: number;
+  idleTimeoutMillis?: number;
+  connectionTimeoutMillis?: number;
+  /** Server-side limit per statement, in ms (sets `statement_timeout` on each connection). */
+  statement_timeout?: number;
+  /** Client-side limit per query, in ms. */
+  query_timeout?: number;
+  ssl?: unknown;
+  allowExitOnIdle?: boolean;
+  maxLifetimeSeconds?: number;
+  [option: string]: unknown;
+}
+
+/**
+ * Where the connections come from. Give a URL (`url` or `connectionString`), the individual
+ * fields, or a pool of your own (`pool` / `existingPool`), which stowage never ends.
+ */
+export interface PostgresConnectionOptions {
+  /** `postgresql://user:password@host:port/database` */
+  url?: string;
+  /** Same as `url` (the spelling of awaitly's Postgres persistence). */
+  connectionString?: string;
+  host?: string;
+  port?: number;
+  database?: string;
+  user?: string;
+  password?: string;
+  /** A `pg.Pool` to use (never ended by stowage), or settings for the pool stowage creates. */
+  pool?: PostgresPool | PostgresPoolOptions;
+  /** A `pg.Pool` to use; never ended by stowage. Same as `pool: aPgPool`. */
+  existingPool?: PostgresPool;
+  /** `application_name` of the connections stowage opens (default `"stowage"`; at most 63 bytes). */
+  applicationName?: string;
+  /**
+   * Where the one LISTEN connection goes, when `url` (or the pool) is a pooler such as
+   * PgBouncer in transaction mode, through which LISTEN cannot work: a URL of the PostgreSQL
+   * server itself. Default: the pool's own settings (wake-ups are then off behind a pooler).
+   */
+  listenUrl?: string;
+  /**
+   * Run statements as named prepared statements, parsed and planned once per connection
+   * (default true). Turn off behind a pooler that swaps server sessions under a client
+   * without tracking prepared statements (PgBouncer < 1.21 in transaction mode); stowage also
+   * adapts by itself when the server reports such a mix-up.
+   */
+  preparedStatements?: boolean;
+}
+
+/** Options every Postgres store takes, besides where to connect. */
+export interface PostgresStoreOptions extends PostgresConnectionOptions {
+  /** Schema of the tables (created if missing). Default: the connection's `search_path`. */
+  schema?: string;
+  /** Table name (letters, digits, `_`; quoted in SQL). Each store has its own default. */
+  table?: string;
+  /** Same as `table` (the spelling of awaitly's Postgres persistence). */
+  tableName?: string;
+  /** Create the tables and indexes on first use (default true). Off: run `schemaSql()` yourself. */
+  autoCreate?: boolean;
+  /** Same as `autoCreate` (the spelling of awaitly's Postgres snapshot store). */
+  autoCreateTable?: boolean;
+  /** Delete expired rows every this many ms in the background (the timer never keeps the process alive). */
+  cleanupInterval?: number;
+}
+
+export const DEFAULT_APPLICATION_NAME = 'stowage';
+
+/** PostgreSQL keeps `application_name` in a 64-byte name, terminator included. */
+const MAX_APPLICATION_NAME_BYTES = 63;
+
+/** Where a store's connections come from, validated. */
+export type ConnectionSource = (
+  | { pool: PostgresPool }
+  /** `config` is for `new pg.Pool` and holds the password: never keep it where it can be printed. */
+  | { config: Record<string, unknown> }
+) & {
+  preparedStatements: boolean;
+  /** Settings of the LISTEN connection when `listenUrl` is given (holds its password, if any). */
+  listen?: Record<string, unknown>;
+};
+
+/** A store's options after {@link postgresSettings}: validated, aliases resolved. */
+export interface PostgresSettings {
+  readonly connection: ConnectionSource;
+  readonly autoCreate: boolean;
+  readonly cleanupInterval: number | undefined;
+  /** The store's own table: the `table` option (or `tableName`), else the default of `kind`. */
+  mainTable(kind: TableKind): TableName;
+  /** Another table of the store, named by an option of its own (`lock.lockTableName`, `itemsTable`). */
+  table(kind: TableKind, name: unknown): TableName;
+}
+
+/**
+ * The one reader of Postgres options, used by every store and factory: a URL string or an
+ * options object, the awaitly spellings (`connectionString`, `existingPool`, `tableName`,
+ * `autoCreateTable`) as aliases, every setting checked (`E_INVALID_OPTION`) before anything
+ * is opened. Returns the options in object form and what the store is built on.
+ */
+export function postgresSettings<T extends PostgresStoreOptions>(options: T | string): { options: T; settings: PostgresSettings } {
+  const given = (typeof options === 'string' ? { url: options } : options) as T;
+  if (given === null || typeof given !== 'object') {
+    throw new StowageError('E_INVALID_OPTION', `options must be a URL or an object, got ${describeType(given)}`);
+  }
+  const schema = given.schema;
+  const mainTable = alias(given, 'table', 'tableName');
+  const autoCreate = booleanOption(alias(given, 'autoCreate', 'autoCreateTable'), 'autoCreate', true);
+  assertOptionalDuration(given.cleanupInterval, 'cleanupInterval');
+  // TableName checks the names (E_INVALID_OPTION unless plain identifiers).
+  const table = (kind: TableKind, name: unknown) => new TableName((name ?? DEFAULT_TABLE_NAMES[kind]) as string, schema);
+  const settings: PostgresSettings = {
+    connection: connectionSource(given),
+    autoCreate,
+    cleanupInterval: given.cleanupInterval,
+    mainTable: (kind) => table(kind, mainTable),
+    table,
+  };
+  return { options: given, settings };
+}
+
+/** What a store tells the kit about itself: its name in errors and, for telemetry, the database and its main table. */
+export function storeIdentity(name: string, table: TableName): StoreIdentity {
+  return { name, system: 'postgresql', collection: table.qualifiedName };
+}
+
+function connectionSource(options: PostgresConnectionOptions): ConnectionSource {
+  const preparedStatements = booleanOption(options.preparedStatements, 'preparedStatements', true);
+  const pool = alias(options, 'pool', 'existingPool');
+  if (options.existingPool !== undefined && !isPool(options.existingPool)) {
+    throw new StowageError('E_INVALID_OPTION', 'existingPool must be a pg.Pool');
+  }
+  const applicationName = options.applicationName ?? DEFAULT_APPLICATION_NAME;
+  assertApplicationName(applicationName);
+  const listenUrl = options.listenUrl;
+  if (listenUrl !== undefined && (typeof listenUrl !== 'string' || listenUrl === '')) {
+    throw new StowageError('E_INVALID_OPTION', 'listenUrl must be a non-empty string');
+  }
+  const listen = listenUrl === undefined ? {} : { listen: { connectionString: listenUrl, application_name: applicationName } };
+  if (isPool(pool)) return { pool, preparedStatements, ...listen };
+
+  if (pool !== undefined && (pool === null || typeof pool !== 'object')) {
+    throw new StowageError('E_INVALID_OPTION', 'pool must be a pg.Pool or an object of pool settings');
+  }
+  const url = alias(options, 'url', 'connectionString');
+  if (url !== undefined && (typeof url !== 'string' || url === '')) {
+    throw new StowageError('E_INVALID_OPTION', 'url must be a non-empty string');
+  }
+  const fields = Object.fromEntries(
+    (['host', 'port', 'database', 'user', 'password'] as const).filter((field) => options[field] !== undefined).map((field) => [field, options[field]]),
+  );
+  if (url === undefined && Object.keys(fields).length === 0) {
+    throw new StowageError('E_INVALID_OPTION', 'no database given: pass url/connectionString, host/port/database/user/password, or a pg.Pool');
+  }
+  // pg validates its own pool settings; ours only pass them through.
+  const config = { application_name: applicationName, ...pool, ...(url === undefined ? {} : { connectionString: url }), ...fields };
+  return { config, preparedStatements, ...listen };
+}
+
+/**
+ * Throws `E_INVALID_OPTION` unless `name` can be an `application_name`: a string without
+ * U+0000, of at most 63 UTF-8 bytes (the server would cut a longer one short, so two
+ * names that differ only at the end would look the same in `pg_stat_activity`).
+ */
+function assertApplicationName(name: unknown): asserts name is string {
+  if (typeof name !== 'string') throw new StowageError('E_INVALID_OPTION', `applicationName must be a string, got ${describeType(name)}`);
+  if (name.includes('\u0000')) throw new StowageError('E_INVALID_OPTION', 'applicationName contains U+0000');
+  if (utf8ByteLength(name) > MAX_APPLICATION_NAME_BYTES) {
+    throw new StowageError('E_INVALID_OPTION', `applicationName is longer than ${MAX_APPLICATION_NAME_BYTES} UTF-8 bytes`);
+  }
+}
+
+/** The value of an option that has two spellings; `E_INVALID_OPTION` when both are given and differ. */
+function alias<T extends object, A extends keyof T, B extends keyof T>(options: T, name: A, other: B): T[A] | T[B] {
+  const value = options[name];
+  const otherValue = options[other];
+  if (value !== undefined && otherValue !== undefined && (value as unknown) !== otherValue) {
+    throw new StowageError('E_INVALID_OPTION', `${String(name)} and ${String(other)} are the same option: give one`);
+  }
+  return value ?? otherValue;
+}
+
+function isPool(value: unknown): value is PostgresPool {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as PostgresPool).query === 'function' &&
+    typeof (value as PostgresPool).connect === 'function'
+  );
+}

@@ -1,0 +1,137 @@
+import type { Glob } from '@stowage/core/adapter';
+import { encodeText, escapedKeyMatchSql, globMatchParameters } from './key-encoding.js';
+
+/*
+ * SQL fragments the stores share. Times are decided by the server (`now()` in the
+ * statement), never sent by the client, so a client with a wrong clock behaves correctly.
+ */
+
+/** Interval SQL for `$n` milliseconds of server time; NULL stays NULL (no expiry). */
+export function msInterval(param: string): string {
+  return `(${param}::bigint * interval '1 millisecond')`;
+}
+
+/** `WHERE` fragment: a row is visible while it has not expired (server clock). */
+export const LIVE = '(expires_at IS NULL OR expires_at > now())';
+
+/** The server's time of a write, at the millisecond precision of a JavaScript `Date`. */
+export const NOW_MS = `date_trunc('milliseconds', now())`;
+
+/**
+ * SQL for a timestamptz as epoch milliseconds (a float8). Reading times this way keeps them
+ * exact and independent of the timestamp type parsers a pool passed in may have installed.
+ */
+export function epochMs(column: string): string {
+  return `(extract(epoch from ${column}) * 1000)::float8`;
+}
+
+/** A `Date` from an {@link epochMs} column; `null` stays `null`. */
+export function dateFromMs(value: number | string | null): Date | null {
+  return value === null ? null : new Date(Number(value));
+}
+
+/** SQL for epoch milliseconds (parameter) as a timestamptz. */
+export function timestampFromMs(param: string): string {
+  return `(timestamptz 'epoch' + ${param}::float8 * interval '1 millisecond')`;
+}
+
+/** `nextval` of a sequence given by its quoted, qualified name (a `TableName.derived` result). */
+export function nextval(sequence: string): string {
+  return `nextval('${sequence.replace(/'/g, "''")}')`;
+}
+
+/**
+ * Rows removed per statement by `clearExpired()`: each batch is its own short transaction, so a
+ * cleanup of millions of expired rows never holds one huge transaction (nor its row locks).
+ */
+export const CLEAR_EXPIRED_BATCH = 5000;
+
+/**
+ * A `DELETE` of at most {@link CLEAR_EXPIRED_BATCH} expired rows of `table` (those matching
+ * `expired`, which an index serves), one statement. The rows are picked and locked with
+ * `FOR UPDATE SKIP LOCKED`, so cleanup never waits for a row another statement holds (it can
+ * neither block a writer nor deadlock with one) and leaves it to the next batch; the outer
+ * condition is checked again on the row it deletes.
+ */
+export function clearExpiredBatchSql(table: string, expired: string): string {
+  return `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(
+      SELECT ctid FROM ${table} WHERE ${expired} LIMIT ${CLEAR_EXPIRED_BATCH} FOR UPDATE SKIP LOCKED
+    )) AND ${expired}`;
+}
+
+/**
+ * Runs {@link clearExpiredBatchSql} batches until one removes fewer than a full batch; returns
+ * how many rows went. Used by `clearExpired()` and so by the `cleanupInterval` timer.
+ */
+export async function clearExpiredInBatches(run: () => Promise<{ rowCount: number | null }>): Promise<number> {
+  let removed = 0;
+  for (;;) {
+    const count = (await run()).rowCount ?? 0;
+    removed += count;
+    if (count < CLEAR_EXPIRED_BATCH) return removed;
+  }
+}
+
+/**
+ * Bounds of the stored keys that start with the stored form `storedPrefix`: `lo <= key < hi`
+ * in `COLLATE "C"`, which is byte order of UTF-8 and so code point order. A listing narrows
+ * by this range rather than by `key LIKE $n`: a prepared statement's generic plan cannot turn
+ * `LIKE $n` into an index range (the pattern is unknown when it is planned) and falls back to
+ * a sequential scan, whereas a range on the key column is an index range on every execution.
+ *
+ * `hi` is `storedPrefix` with its last code point incremented (code points that cannot grow
+ * further are dropped first). Only a prefix made of U+10FFFF alone has no such string; then
+ * `hi` is {@link ABOVE_EVERY_KEY}.
+ */
+export function keyRange(storedPrefix: string): { lo: string; hi: string } {
+  const codePoints = Array.from(storedPrefix, (char) => char.codePointAt(0)!);
+  while (codePoints.length > 0 && codePoints.at(-1) === MAX_CODE_POINT) codePoints.pop();
+  if (codePoints.length === 0) return { lo: storedPrefix, hi: ABOVE_EVERY_KEY };
+  const next = codePoints.pop()! + 1;
+  // Surrogates are not characters (text cannot hold them): the code point after U+D7FF is U+E000.
+  codePoints.push(next >= 0xd800 && next <= 0xdfff ? 0xe000 : next);
+  return { lo: storedPrefix, hi: String.fromCodePoint(...codePoints) };
+}
+
+const MAX_CODE_POINT = 0x10ffff;
+
+/**
+ * Sorts after every stored key: keys have at most 1024 UTF-8 bytes, so at most 256 leading
+ * U+10FFFF (4 bytes each), and the stored form's escape only touches U+0000 and U+0001.
+ */
+export const ABOVE_EVERY_KEY = String.fromCodePoint(MAX_CODE_POINT).repeat(257);
+
+/** SQL: `column` within `[lo, hi)` (see {@link keyRange}). */
+export function inKeyRange(column: string, lo: string, hi: string): string {
+  return `${column} >= ${lo} AND ${column} < ${hi}`;
+}
+
+/** What a listing statement needs to match a glob (see {@link globSelection}). */
+export interface GlobSelection {
+  /** The two `LIKE` patterns of {@link globMatchSql}. */
+  match: [like: string, spreadLike: string];
+  /** The key range of the glob's literal start ({@link keyRange}); `null` when it starts with a wildcard. */
+  range: [lo: string, hi: string] | null;
+}
+
+/**
+ * The parameters of a glob for a listing. A glob with a literal start (`user:*`) goes to the
+ * statement that narrows by its key range (an index range); one that starts with a wildcard
+ * (`*`, `*:draft`) to the whole-table statement. Two statements rather than one with an
+ * optional range: each gets a plan that fits it, also as a cached generic plan.
+ */
+export function globSelection(glob: Glob): GlobSelection {
+  const [like, spreadLike] = globMatchParameters(glob);
+  if (glob.prefix === '') return { match: [like, spreadLike], range: null };
+  const { lo, hi } = keyRange(encodeText(glob.prefix));
+  return { match: [like, spreadLike], range: [lo, hi] };
+}
+
+/**
+ * SQL matching the stored key `column` against a glob, given {@link GlobSelection.match} as
+ * `$n` placeholders: keys without an escape match the plain `LIKE`; escaped keys the `LIKE`
+ * over their spread form (see `escapedKeyMatchSql`), in time linear in the key.
+ */
+export function globMatchSql(column: string, like: string, spreadLike: string): string {
+  return `CASE WHEN strpos(${column}, chr(1)) = 0 THEN ${column} LIKE ${like} ELSE ${escapedKeyMatchSql(column, spreadLike)} END`;
+}

@@ -1,0 +1,147 @@
+import type { CacheOptions, Capabilities } from '@stowage/core';
+import { CacheProviderBase, type CacheWrite, type Glob } from '@stowage/core/adapter';
+import { POSTGRES_CAPABILITIES, PostgresDatabase } from '../database.js';
+import { toStowageError } from '../errors.js';
+import { decodeText, encodeText } from '../key-encoding.js';
+import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import { LIVE, clearExpiredBatchSql, clearExpiredInBatches, globMatchSql, globSelection, inKeyRange, msInterval } from '../sql.js';
+
+export interface PostgresCacheProviderOptions extends PostgresStoreOptions, CacheOptions {
+  /** Send concurrent `get` and `set` calls of one tick as one statement each (default true). */
+  coalesce?: boolean;
+}
+
+/**
+ * {@link CacheProvider} on one table (default `stowage_cache`), shared by any number of
+ * caches: a row is `(prefix, key)`, and every statement names the cache's prefix, so a cache
+ * never sees, lists, clears or expires another's entries. Values are the codec's text (strict
+ * JSON by default), with the keys' escape for U+0000. Concurrent `get` and `set` calls of one
+ * tick go out as one statement (the kit's coalescing, on `_getMany` and `_setMany`).
+ */
+export class PostgresCacheProvider extends CacheProviderBase {
+  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
+  readonly #db: PostgresDatabase;
+  readonly #sql: ReturnType<typeof cacheStatements>;
+
+  constructor(options: PostgresCacheProviderOptions | string) {
+    const { options: given, settings } = postgresSettings(options);
+    const table = settings.mainTable('cache');
+    super(storeIdentity('PostgresCacheProvider', table), { prefix: given.prefix, defaultTtl: given.defaultTtl, codec: given.codec, coalesce: given.coalesce });
+    this.#db = new PostgresDatabase(settings, [['cache', table]]);
+    this.#sql = cacheStatements(table.sql);
+    this.#db.startCleanup(() => this.clearExpired());
+  }
+
+  /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */
+  ready(): Promise<void> {
+    return this.call('cache.ready', () => this.#db.ready());
+  }
+
+  /** The DDL this cache runs on first use (or that you run yourself with `autoCreate: false`). */
+  schemaSql(): string {
+    return this.#db.schemaSql();
+  }
+
+  protected async _get(key: string): Promise<string | null> {
+    const { rows } = await this.#db.run(this.#sql.get, [this.prefix, encodeText(key)]);
+    return rows.length === 0 ? null : decodeText(rows[0].value);
+  }
+
+  /** Concurrent `get` calls, coalesced by the kit: one text per key, in the order given (keys may repeat). */
+  protected override async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
+    const { rows } = await this.#db.run(this.#sql.getMany, [this.prefix, keys.map(encodeText)]);
+    return rows.map((row: { value: string | null }) => (row.value === null ? null : decodeText(row.value)));
+  }
+
+  protected async _set(key: string, text: string, ttl: number | undefined): Promise<void> {
+    await this.#db.run(this.#sql.set, [this.prefix, encodeText(key), encodeText(text), ttl ?? null]);
+  }
+
+  /** Concurrent `set` calls, coalesced by the kit (keys unique and ascending): one statement, rows locked in key order. */
+  protected override async _setMany(writes: readonly CacheWrite[]): Promise<void> {
+    const keys = writes.map((write) => encodeText(write.key));
+    const texts = writes.map((write) => encodeText(write.text));
+    await this.#db.run(this.#sql.setMany, [this.prefix, keys, texts, writes.map((write) => write.ttl ?? null)]);
+  }
+
+  protected async _delete(key: string): Promise<void> {
+    await this.#db.run(this.#sql.delete, [this.prefix, encodeText(key)]);
+  }
+
+  protected override async _has(key: string): Promise<boolean> {
+    const { rows } = await this.#db.run(this.#sql.has, [this.prefix, encodeText(key)]);
+    return rows.length > 0;
+  }
+
+  protected async _clear(): Promise<void> {
+    await this.#db.run(this.#sql.clear, [this.prefix]);
+  }
+
+  /** In key order from `ORDER BY key`; a glob with a literal start reads only its key range. */
+  protected async _keys(glob: Glob): Promise<string[]> {
+    const { match, range } = globSelection(glob);
+    const { rows } = range
+      ? await this.#db.run(this.#sql.keysInRange, [this.prefix, ...match, ...range])
+      : await this.#db.run(this.#sql.keys, [this.prefix, ...match]);
+    return rows.map((row: { key: string }) => decodeText(row.key));
+  }
+
+  /** One page of `scan()`: a range of the primary key `(prefix, key)` after `after`. */
+  protected override async _keysPage(glob: Glob, after: string | null, limit: number): Promise<string[]> {
+    const { match, range } = globSelection(glob);
+    // Keys are never empty, so '' starts before the first.
+    const from = after === null ? '' : encodeText(after);
+    const { rows } = range
+      ? await this.#db.run(this.#sql.keysPageInRange, [this.prefix, ...match, ...range, from, limit])
+      : await this.#db.run(this.#sql.keysPage, [this.prefix, ...match, from, limit]);
+    return rows.map((row: { key: string }) => decodeText(row.key));
+  }
+
+  /** This cache's expired entries, in batches (see `clearExpiredBatchSql`). */
+  protected async _clearExpired(): Promise<number> {
+    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired, [this.prefix]));
+  }
+
+  protected override toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
+  protected override _close(): Promise<void> {
+    return this.#db.close();
+  }
+}
+
+/**
+ * Every statement of the cache, built once (see `keyValueStatements` in kv.ts); `$1` is always
+ * the prefix. Exported for the plan check (test/plans.server.test.ts).
+ */
+export function cacheStatements(table: string) {
+  const entry = `prefix = $1 AND key = $2`;
+  const upsert = (rows: string) => `INSERT INTO ${table} (prefix, key, value, updated_at, expires_at) ${rows}
+      ON CONFLICT (prefix, key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at`;
+  // Listings: $2 and $3 match the glob (see globSelection); the ranged forms add the key range
+  // of its literal start as $4, $5, a range of the primary key (prefix, key).
+  const match = `prefix = $1 AND ${globMatchSql('key', '$2', '$3')} AND ${LIVE}`;
+  const range = inKeyRange('key', '$4', '$5');
+  return {
+    get: `SELECT value FROM ${table} WHERE ${entry} AND ${LIVE}`,
+    // One row per requested key ($2), in request order (NULL when absent or expired).
+    getMany: `SELECT c.value FROM unnest($2::text[]) WITH ORDINALITY AS k(key, position)
+      LEFT JOIN ${table} AS c ON c.prefix = $1 AND c.key = k.key AND ${LIVE}
+      ORDER BY k.position`,
+    set: upsert(`VALUES ($1, $2, $3, now(), now() + ${msInterval('$4')})`),
+    // Rows are inserted (and existing ones locked) in key order: two batches cannot deadlock.
+    setMany: upsert(`SELECT $1::text, w.key, w.value, now(), now() + ${msInterval('w.ttl')}
+      FROM unnest($2::text[], $3::text[], $4::bigint[]) AS w(key, value, ttl)
+      ORDER BY w.key COLLATE "C"`),
+    delete: `DELETE FROM ${table} WHERE ${entry}`,
+    has: `SELECT 1 FROM ${table} WHERE ${entry} AND ${LIVE}`,
+    clear: `DELETE FROM ${table} WHERE prefix = $1`,
+    keys: `SELECT key FROM ${table} WHERE ${match} ORDER BY key`,
+    keysInRange: `SELECT key FROM ${table} WHERE ${range} AND ${match} ORDER BY key`,
+    // scan() pages: after $4 (whole cache) or $6 (within the range), $5 or $7 keys.
+    keysPage: `SELECT key FROM ${table} WHERE key > $4 AND ${match} ORDER BY key LIMIT $5`,
+    keysPageInRange: `SELECT key FROM ${table} WHERE ${range} AND key > $6 AND ${match} ORDER BY key LIMIT $7`,
+    clearExpired: clearExpiredBatchSql(table, 'prefix = $1 AND expires_at <= now()'),
+  };
+}

@@ -1,0 +1,150 @@
+import type { Capabilities, JsonValue } from '@stowage/core';
+import { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from '@stowage/core/adapter';
+import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
+import { UNIQUE_VIOLATION, sqlState, toStowageError } from '../errors.js';
+import { decodeText, encodeText } from '../key-encoding.js';
+import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import { CHECKPOINT_SEQUENCE_CONSTRAINT } from '../schema.js';
+import { epochMs, timestampFromMs } from '../sql.js';
+
+export interface PostgresCheckpointStoreOptions extends PostgresStoreOptions, CheckpointStoreBaseOptions {}
+
+interface CheckpointRow {
+  id: string;
+  task_id: string;
+  sequence: string | number;
+  timestamp: number;
+  progress: number;
+  data: string;
+  estimated_time_remaining: number | null;
+}
+
+/**
+ * {@link CheckpointStore} on one table (default `stowage_checkpoints`): `id` is the primary
+ * key and `(task_id, sequence)` is unique, so saving either twice is `E_VERSION_CONFLICT`
+ * and never overwrites (with `onDuplicate: 'replace'`, as go-go-scope needs, it overwrites).
+ * `data` is the codec's text (strict JSON by default) in a `text` column.
+ */
+export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreBase<TData> {
+  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
+  readonly #db: StoreDatabase;
+  /** The options the store was created with: its views inside transactions are created from them. */
+  readonly #options: object;
+  readonly #sql: ReturnType<typeof checkpointStatements>;
+  /** The name of the `(task_id, sequence)` constraint, which tells a sequence conflict from an id conflict. */
+  readonly #sequenceConstraint: string;
+
+  constructor(options: PostgresCheckpointStoreOptions | string) {
+    const { options: given, settings } = postgresSettings(options);
+    const table = settings.mainTable('checkpoints');
+    super(storeIdentity('PostgresCheckpointStore', table), { codec: given.codec, onDuplicate: given.onDuplicate });
+    this.#options = given;
+    this.#db = storeDatabase(given, settings, [['checkpoints', table]]);
+    this.#sql = checkpointStatements(table.sql);
+    this.#sequenceConstraint = table.derivedName(CHECKPOINT_SEQUENCE_CONSTRAINT);
+  }
+
+  /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */
+  ready(): Promise<void> {
+    return this.call('checkpoints.ready', () => this.#db.ready());
+  }
+
+  /** The DDL this store runs on first use (or that you run yourself with `autoCreate: false`). */
+  schemaSql(): string {
+    return this.#db.schemaSql();
+  }
+
+  /** This store inside the caller's transaction (see `withTransaction`): same tables, statements on the transaction's client. */
+  protected override _bind(transaction: object): this {
+    return new PostgresCheckpointStore(viewOptions(this.#options, this.#db, transaction)) as this;
+  }
+
+  protected async _save(checkpoint: StoredCheckpoint): Promise<'saved' | 'id-exists' | 'sequence-exists'> {
+    const { id, taskId, sequence, timestamp, progress, data, estimatedTimeRemaining } = checkpoint;
+    try {
+      await this.#db.run(this.#sql.save, [encodeText(id), encodeText(taskId), sequence, timestamp, progress, encodeText(data), estimatedTimeRemaining ?? null]);
+      return 'saved';
+    } catch (error) {
+      if (sqlState(error) !== UNIQUE_VIOLATION) throw error;
+      return (error as { constraint?: string }).constraint === this.#sequenceConstraint ? 'sequence-exists' : 'id-exists';
+    }
+  }
+
+  protected override async _replace(checkpoint: StoredCheckpoint): Promise<void> {
+    const { id, taskId, sequence, timestamp, progress, data, estimatedTimeRemaining } = checkpoint;
+    await this.#db.run(this.#sql.replace, [encodeText(id), encodeText(taskId), sequence, timestamp, progress, encodeText(data), estimatedTimeRemaining ?? null]);
+  }
+
+  protected async _load(id: string): Promise<StoredCheckpoint | null> {
+    const { rows } = await this.#db.run(this.#sql.load, [encodeText(id)]);
+    return rows.length === 0 ? null : toStored(rows[0]);
+  }
+
+  protected async _loadLatest(taskId: string): Promise<StoredCheckpoint | null> {
+    const { rows } = await this.#db.run(this.#sql.loadLatest, [encodeText(taskId)]);
+    return rows.length === 0 ? null : toStored(rows[0]);
+  }
+
+  protected async _list(taskId: string): Promise<StoredCheckpoint[]> {
+    const { rows } = await this.#db.run(this.#sql.list, [encodeText(taskId)]);
+    return rows.map(toStored);
+  }
+
+  protected async _cleanup(taskId: string, keepCount: number): Promise<void> {
+    await this.#db.run(this.#sql.cleanup, [encodeText(taskId), keepCount]);
+  }
+
+  protected async _deleteAll(taskId: string): Promise<void> {
+    await this.#db.run(this.#sql.deleteAll, [encodeText(taskId)]);
+  }
+
+  protected override toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
+  protected override _close(): Promise<void> {
+    return this.#db.close();
+  }
+}
+
+/** The statements of a checkpoint table, built once (see `keyValueStatements` in kv.ts). */
+export function checkpointStatements(table: string) {
+  // `data::text` also reads tables made when `data` was a `json` column.
+  const select = `SELECT id, task_id, sequence, ${epochMs('"timestamp"')} AS "timestamp", progress, data::text AS data,
+      estimated_time_remaining FROM ${table}`;
+  return {
+    save: `INSERT INTO ${table} (id, task_id, sequence, "timestamp", progress, data, estimated_time_remaining)
+      VALUES ($1, $2, $3, ${timestampFromMs('$4')}, $5, $6, $7)`,
+    // onDuplicate: 'replace' (go-go-scope re-saves a checkpoint), in one statement: the row of
+    // this (task, sequence) takes the new id and fields; without one, the row of this id is
+    // inserted or overwritten.
+    replace: `WITH moved AS (
+        UPDATE ${table} SET id = $1, "timestamp" = ${timestampFromMs('$4')}, progress = $5, data = $6, estimated_time_remaining = $7
+        WHERE task_id = $2 AND sequence = $3 RETURNING id
+      )
+      INSERT INTO ${table} (id, task_id, sequence, "timestamp", progress, data, estimated_time_remaining)
+      SELECT $1, $2, $3, ${timestampFromMs('$4')}, $5, $6, $7 WHERE NOT EXISTS (SELECT 1 FROM moved)
+      ON CONFLICT (id) DO UPDATE SET task_id = EXCLUDED.task_id, sequence = EXCLUDED.sequence, "timestamp" = EXCLUDED."timestamp",
+        progress = EXCLUDED.progress, data = EXCLUDED.data, estimated_time_remaining = EXCLUDED.estimated_time_remaining`,
+    load: `${select} WHERE id = $1`,
+    loadLatest: `${select} WHERE task_id = $1 ORDER BY sequence DESC LIMIT 1`,
+    list: `${select} WHERE task_id = $1 ORDER BY sequence ASC`,
+    cleanup: `DELETE FROM ${table} WHERE task_id = $1 AND id NOT IN (
+        SELECT id FROM ${table} WHERE task_id = $1 ORDER BY sequence DESC LIMIT $2
+      )`,
+    deleteAll: `DELETE FROM ${table} WHERE task_id = $1`,
+  };
+}
+
+function toStored(row: CheckpointRow): StoredCheckpoint {
+  const checkpoint: StoredCheckpoint = {
+    id: decodeText(row.id),
+    taskId: decodeText(row.task_id),
+    sequence: Number(row.sequence),
+    timestamp: Number(row.timestamp),
+    progress: Number(row.progress),
+    data: decodeText(row.data),
+  };
+  if (row.estimated_time_remaining !== null) checkpoint.estimatedTimeRemaining = Number(row.estimated_time_remaining);
+  return checkpoint;
+}

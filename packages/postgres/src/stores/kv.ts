@@ -1,0 +1,262 @@
+import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
+import { KeyValueStoreBase, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
+import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
+import { toStowageError } from '../errors.js';
+import { decodeText, encodeText } from '../key-encoding.js';
+import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import type { TableName } from '../schema.js';
+import {
+  LIVE,
+  NOW_MS,
+  clearExpiredBatchSql,
+  clearExpiredInBatches,
+  dateFromMs,
+  epochMs,
+  globMatchSql,
+  globSelection,
+  inKeyRange,
+  keyRange,
+  msInterval,
+  nextval,
+  timestampFromMs,
+} from '../sql.js';
+
+/** The connection and table options of every store, and `coalesce` (default true: concurrent point calls of one tick go out as one statement). */
+export interface PostgresKeyValueStoreOptions extends PostgresStoreOptions, KeyValueStoreBaseOptions {}
+
+/**
+ * {@link KeyValueStore} on one table (default `awaitly_workflow_state`). Values are `text`,
+ * with the keys' escape for the U+0000 that `text` cannot hold (see key-encoding.ts), so every
+ * string round-trips and ordinary values read in SQL as they were written. Every write takes
+ * its version from the table's sequence, so a version is never reused for a key. Each
+ * operation is one statement (`clearExpired()`: one per batch); concurrent `get`, `exists`,
+ * `set` and `delete` calls of one tick go out as one statement (the kit's coalescing, on
+ * `_getMany`, `_existsMany`, `_setMany` and `_deleteEach`).
+ */
+export class PostgresKeyValueStore extends KeyValueStoreBase {
+  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
+  readonly #db: StoreDatabase;
+  /** The options the store was created with: its views inside transactions are created from them. */
+  readonly #options: object;
+  readonly #sql: ReturnType<typeof keyValueStatements>;
+
+  constructor(options: PostgresKeyValueStoreOptions | string) {
+    const { options: given, settings } = postgresSettings(options);
+    const table = settings.mainTable('kv');
+    super(storeIdentity('PostgresKeyValueStore', table), { coalesce: given.coalesce });
+    this.#options = given;
+    this.#db = storeDatabase(given, settings, [['kv', table]]);
+    this.#sql = keyValueStatements(table);
+    this.#db.startCleanup(() => this.clearExpired());
+  }
+
+  /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */
+  ready(): Promise<void> {
+    return this.call('kv.ready', () => this.#db.ready());
+  }
+
+  /** The DDL this store runs on first use (or that you run yourself with `autoCreate: false`). */
+  schemaSql(): string {
+    return this.#db.schemaSql();
+  }
+
+  /** This store inside the caller's transaction (see `withTransaction`): same tables, statements on the transaction's client. */
+  protected override _bind(transaction: object): this {
+    return new PostgresKeyValueStore(viewOptions(this.#options, this.#db, transaction)) as this;
+  }
+
+  protected override async _get(key: string): Promise<string | null> {
+    const { rows } = await this.#db.run(this.#sql.get, [encodeText(key)]);
+    return rows.length === 0 ? null : decodeText(rows[0].value);
+  }
+
+  protected async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
+    const { rows } = await this.#db.run(this.#sql.getMany, [keys.map(encodeText)]);
+    return rows.map((row: { value: string | null }) => (row.value === null ? null : decodeText(row.value)));
+  }
+
+  protected override async _set(key: string, value: string, ttl: number | undefined): Promise<void> {
+    await this.#db.run(this.#sql.set, [encodeText(key), encodeText(value), ttl ?? null]);
+  }
+
+  protected async _setMany(writes: readonly KeyValueWriteOp[]): Promise<void> {
+    const keys = writes.map((write) => encodeText(write.key));
+    const values = writes.map((write) => encodeText(write.value));
+    await this.#db.run(this.#sql.setMany, [keys, values, writes.map((write) => write.ttl ?? null)]);
+  }
+
+  protected override async _delete(key: string): Promise<boolean> {
+    const { rows } = await this.#db.run(this.#sql.delete, [encodeText(key)]);
+    return rows.length > 0 && rows[0].live === true;
+  }
+
+  protected async _deleteMany(keys: readonly string[]): Promise<number> {
+    const { rows } = await this.#db.run(this.#sql.deleteMany, [keys.map(encodeText)]);
+    return rows[0].count;
+  }
+
+  /** Concurrent `delete` calls, coalesced by the kit: one statement that tells which keys were live. */
+  protected override async _deleteEach(keys: readonly string[]): Promise<boolean[]> {
+    const stored = keys.map(encodeText);
+    const { rows } = await this.#db.run(this.#sql.deleteEach, [stored]);
+    const live = new Set(rows.map((row: { key: string }) => row.key));
+    return stored.map((key) => live.has(key));
+  }
+
+  protected override async _exists(key: string): Promise<boolean> {
+    const { rows } = await this.#db.run(this.#sql.exists, [encodeText(key)]);
+    return rows.length > 0;
+  }
+
+  /** Concurrent `exists` calls, coalesced by the kit: one read of all their keys. */
+  protected override async _existsMany(keys: readonly string[]): Promise<boolean[]> {
+    const { rows } = await this.#db.run(this.#sql.existsMany, [keys.map(encodeText)]);
+    return rows.map((row: { live: boolean }) => row.live);
+  }
+
+  protected async _getEntry(key: string): Promise<KeyValueEntry | null> {
+    const { rows } = await this.#db.run(this.#sql.getEntry, [encodeText(key)]);
+    return rows.length === 0 ? null : { ...toInfo(rows[0]), value: decodeText(rows[0].value) };
+  }
+
+  /** In key order from `ORDER BY key` (stored keys sort as the keys do). */
+  protected override async _keys(glob: Glob): Promise<string[]> {
+    const { match, range } = globSelection(glob);
+    const { rows } = range ? await this.#db.run(this.#sql.keysInRange, [...match, ...range]) : await this.#db.run(this.#sql.keys, match);
+    return rows.map((row: { key: string }) => decodeText(row.key));
+  }
+
+  protected async _entries(glob: Glob): Promise<KeyValueEntryInfo[]> {
+    const { match, range } = globSelection(glob);
+    const { rows } = range
+      ? await this.#db.run(this.#sql.entriesInRange, [...match, ...range])
+      : await this.#db.run(this.#sql.entries, match);
+    return rows.map(toInfo);
+  }
+
+  /** One page of `scan()`: a range of the primary key after `after`, so no page costs more than its rows. */
+  protected override async _recentEntries(
+    prefix: string,
+    after: { updatedAt: Date; key: string } | null,
+    limit: number,
+  ): Promise<KeyValueEntryInfo[]> {
+    const { lo, hi } = keyRange(encodeText(prefix));
+    const { rows } =
+      after === null
+        ? await this.#db.run(this.#sql.recent, [lo, hi, limit])
+        : await this.#db.run(this.#sql.recentAfter, [lo, hi, limit, after.updatedAt.getTime(), encodeText(after.key)]);
+    return rows.map(toInfo);
+  }
+
+  protected override async _entriesPage(glob: Glob, after: string | null, limit: number): Promise<KeyValueEntryInfo[]> {
+    const { match, range } = globSelection(glob);
+    // Keys are never empty, so '' starts before the first.
+    const from = after === null ? '' : encodeText(after);
+    const { rows } = range
+      ? await this.#db.run(this.#sql.entriesPageInRange, [...match, ...range, from, limit])
+      : await this.#db.run(this.#sql.entriesPage, [...match, from, limit]);
+    return rows.map(toInfo);
+  }
+
+  protected async _compareAndSet(key: string, value: string, expectedVersion: number | null, ttl: number | undefined): Promise<number | null> {
+    const values = [encodeText(key), encodeText(value), ttl ?? null];
+    const { rows } =
+      expectedVersion === null
+        ? await this.#db.run(this.#sql.create, values)
+        : await this.#db.run(this.#sql.update, [...values, expectedVersion]);
+    return rows.length === 0 ? null : Number(rows[0].version);
+  }
+
+  /** In batches of `CLEAR_EXPIRED_BATCH` rows, each its own statement (see `clearExpiredBatchSql`). */
+  protected async _clearExpired(): Promise<number> {
+    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired));
+  }
+
+  protected override toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
+  protected override _close(): Promise<void> {
+    return this.#db.close();
+  }
+}
+
+/**
+ * Every statement of a store, built once: the same string on every call is found in the
+ * prepared-statement cache without hashing a new one (see `PostgresConnection.query`).
+ * Exported for the plan check (test/plans.server.test.ts), which explains every one of them.
+ *
+ * A write's version is `nextval` of the table's sequence, taken in the `DO UPDATE` (after the
+ * row lock) when the key exists, so a key's versions grow in commit order and none is ever
+ * used twice, also after delete or expiry. Keys sort in `COLLATE "C"` as the kit orders them.
+ */
+export function keyValueStatements(table: TableName) {
+  const t = table.sql;
+  const version = nextval(table.derived('version_seq'));
+  const times = `${epochMs('updated_at')} AS updated_at, ${epochMs('expires_at')} AS expires_at`;
+  const entry = `key, version, ${times}`;
+  const upsert = (rows: string) => `INSERT INTO ${t} AS e (key, value, version, updated_at, expires_at) ${rows}
+      ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = ${version},
+        updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at`;
+  // Listings: $1 and $2 match the glob (see globSelection); the ranged forms add the key range
+  // of the glob's literal start as $3, $4, which the primary key serves on every execution.
+  const match = `${globMatchSql('key', '$1', '$2')} AND ${LIVE}`;
+  const range = inKeyRange('key', '$3', '$4');
+  // Locks the rows in key order first (as setMany), then tells each removed key's liveness.
+  const removeLocked = `WITH locked AS (
+        SELECT key FROM ${t} WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE
+      ), removed AS (
+        DELETE FROM ${t} AS e USING locked WHERE e.key = locked.key RETURNING e.key, ${LIVE} AS live
+      )`;
+  return {
+    get: `SELECT value FROM ${t} WHERE key = $1 AND ${LIVE}`,
+    // One row per requested key, in request order (NULL when absent or expired).
+    getMany: `SELECT e.value FROM unnest($1::text[]) WITH ORDINALITY AS k(key, position)
+      LEFT JOIN ${t} AS e ON e.key = k.key AND ${LIVE}
+      ORDER BY k.position`,
+    set: upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, now() + ${msInterval('$3')})`),
+    // Rows are inserted (and existing ones locked) in key order: two batches over the same keys cannot deadlock.
+    setMany: upsert(`SELECT w.key, w.value, ${version}, ${NOW_MS}, now() + ${msInterval('w.ttl')}
+      FROM unnest($1::text[], $2::text[], $3::bigint[]) AS w(key, value, ttl)
+      ORDER BY w.key COLLATE "C"`),
+    delete: `DELETE FROM ${t} WHERE key = $1 RETURNING ${LIVE} AS live`,
+    deleteMany: `${removeLocked}
+      SELECT count(*) FILTER (WHERE live)::int AS count FROM removed`,
+    // The keys (of $1) that were live when removed.
+    deleteEach: `${removeLocked}
+      SELECT key FROM removed WHERE live`,
+    exists: `SELECT 1 FROM ${t} WHERE key = $1 AND ${LIVE}`,
+    // One row per requested key, in request order.
+    existsMany: `SELECT e.key IS NOT NULL AS live FROM unnest($1::text[]) WITH ORDINALITY AS k(key, position)
+      LEFT JOIN ${t} AS e ON e.key = k.key AND ${LIVE}
+      ORDER BY k.position`,
+    getEntry: `SELECT key, value, version, ${times} FROM ${t} WHERE key = $1 AND ${LIVE}`,
+    keys: `SELECT key FROM ${t} WHERE ${match} ORDER BY key`,
+    keysInRange: `SELECT key FROM ${t} WHERE ${range} AND ${match} ORDER BY key`,
+    entries: `SELECT ${entry} FROM ${t} WHERE ${match} ORDER BY key`,
+    entriesInRange: `SELECT ${entry} FROM ${t} WHERE ${range} AND ${match} ORDER BY key`,
+    // scan() pages: after $3 (whole table) or $5 (within the range), $4 or $6 rows.
+    entriesPage: `SELECT ${entry} FROM ${t} WHERE key > $3 AND ${match} ORDER BY key LIMIT $4`,
+    entriesPageInRange: `SELECT ${entry} FROM ${t} WHERE ${range} AND key > $5 AND ${match} ORDER BY key LIMIT $6`,
+    // compareAndSet(…, null): only if absent or expired (an expired row is replaced).
+    create: `${upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, now() + ${msInterval('$3')})`)}
+      WHERE e.expires_at IS NOT NULL AND e.expires_at <= now()
+      RETURNING version`,
+    // compareAndSet(…, version): only the incarnation that has this version.
+    update: `UPDATE ${t} SET value = $2, version = ${version}, updated_at = ${NOW_MS}, expires_at = now() + ${msInterval('$3')}
+      WHERE key = $1 AND version = $4 AND ${LIVE}
+      RETURNING version`,
+    clearExpired: clearExpiredBatchSql(t, 'expires_at <= now()'),
+    // recentEntries (createStatePersistence's list): newest first within the key range of a
+    // prefix, on the (updated_at DESC, key) index; the next page starts after ($4, $5).
+    // ORDER BY names the table's column (e.updated_at): the output column of that name is epoch ms, which no index has.
+    recent: `SELECT ${entry} FROM ${t} AS e WHERE key >= $1 AND key < $2 AND ${LIVE} ORDER BY e.updated_at DESC, e.key LIMIT $3`,
+    recentAfter: `SELECT ${entry} FROM ${t} AS e WHERE key >= $1 AND key < $2 AND ${LIVE}
+      AND e.updated_at <= ${timestampFromMs('$4')} AND (e.updated_at < ${timestampFromMs('$4')} OR e.key > $5)
+      ORDER BY e.updated_at DESC, e.key LIMIT $3`,
+  };
+}
+
+function toInfo(row: { key: string; version: string | number; updated_at: number; expires_at: number | null }): KeyValueEntryInfo {
+  return { key: decodeText(row.key), version: Number(row.version), updatedAt: dateFromMs(row.updated_at)!, expiresAt: dateFromMs(row.expires_at) };
+}

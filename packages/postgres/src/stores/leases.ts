@@ -1,0 +1,127 @@
+import { createHash } from 'node:crypto';
+import type { Lease, LeaseDriver } from '@stowage/core/adapter';
+import type { StoreDatabase } from '../database.js';
+import { encodeText } from '../key-encoding.js';
+import type { TableName } from '../schema.js';
+import { dateFromMs, epochMs, msInterval, nextval } from '../sql.js';
+import type { ReleaseWakeups } from '../wakeups.js';
+
+/**
+ * The kit's {@link LeaseDriver} on one lease table, shared by {@link PostgresLockProvider} and
+ * the `WorkflowLock` of a snapshot store. Each operation is one statement on the server clock.
+ *
+ * Fences come from the table's sequence (`<table>_fence_seq`), not from the row: a sequence
+ * never goes back, so rows can be deleted by `clearExpired()` while every newly granted lease
+ * still gets a higher fence than any before it. `nextval` runs only for a grant, so fences
+ * count grants: a release ends the lease but keeps its row, and the next grant of the key
+ * updates that row and takes its fence under the row lock, once. Only acquirers that find no
+ * row for the key at the same instant (its first use, or after `clearExpired()`) can take a
+ * fence that none of them is then granted.
+ */
+export class LeaseTable implements LeaseDriver {
+  readonly #db: StoreDatabase;
+  readonly #sql: ReturnType<typeof leaseStatements>;
+  /** The NOTIFY channel on which releases of this table are announced (payload: the stored key). */
+  readonly #channel: string;
+  /** The LISTEN connection that wakes waiting acquisitions (lock providers created with wake-ups). */
+  readonly wakeups: ReleaseWakeups | undefined;
+  readonly waitForRelease?: (key: string, signal: AbortSignal, waitingSince: number) => Promise<void>;
+
+  constructor(db: StoreDatabase, table: TableName, options: { wakeups?: boolean } = {}) {
+    this.#db = db;
+    this.#sql = leaseStatements(table);
+    this.#channel = `stowage_lock_${createHash('sha256').update(table.key).digest('hex').slice(0, 24)}`;
+    if (options.wakeups) {
+      const wakeups = db.listen(this.#channel);
+      this.wakeups = wakeups;
+      // One release wakes one waiter of this process, the one waiting longest (see ReleaseWakeups).
+      this.waitForRelease = (key, signal, waitingSince) => wakeups.waitTurn(encodeText(key), signal, waitingSince);
+    }
+  }
+
+  async acquire(key: string, owner: string, ttl: number): Promise<Lease | null> {
+    const stored = encodeText(key);
+    const { rows } = await this.#db.run(this.#sql.acquire, [stored, owner, ttl]);
+    if (rows.length === 0) return null;
+    let fence = Number(rows[0].fence);
+    if (fence === PLACEHOLDER_FENCE) {
+      // The key's row was there when the statement began and was deleted (clearExpired)
+      // before its insert, so the lease went in without a fence. It is ours and live: give it
+      // its fence now (a second round trip, in that race only).
+      const fenced = await this.#db.run(this.#sql.fence, [stored, owner]);
+      if (fenced.rows.length === 0) return null;
+      fence = Number(fenced.rows[0].fence);
+    }
+    return { key, owner, fence, expiresAt: dateFromMs(rows[0].expires_at)! };
+  }
+
+  async extend(key: string, owner: string, ttl: number): Promise<Date | null> {
+    const { rows } = await this.#db.run(this.#sql.extend, [encodeText(key), owner, ttl]);
+    return rows.length === 0 ? null : dateFromMs(rows[0].expires_at);
+  }
+
+  async isHeld(key: string, owner: string): Promise<boolean> {
+    const { rows } = await this.#db.run(this.#sql.isHeld, [encodeText(key), owner]);
+    return rows.length > 0;
+  }
+
+  /** Ends `owner`'s live lease and wakes waiters in the same statement. */
+  async release(key: string, owner: string): Promise<boolean> {
+    const { rows } = await this.#db.run(this.#sql.release, [encodeText(key), owner, this.#channel]);
+    return rows.length > 0;
+  }
+
+  async forceRelease(key: string): Promise<void> {
+    await this.#db.run(this.#sql.forceRelease, [encodeText(key), this.#channel]);
+  }
+
+  async clearExpired(): Promise<number> {
+    const { rowCount } = await this.#db.run(this.#sql.clearExpired);
+    return rowCount ?? 0;
+  }
+}
+
+/** Never a fence: sequences start at 1. */
+const PLACEHOLDER_FENCE = 0;
+
+/** The lease statements, built once per table (see `keyValueStatements` in kv.ts). */
+function leaseStatements(table: TableName) {
+  const t = table.sql;
+  const fence = nextval(table.derived('fence_seq'));
+  const expiresAt = `now() + ${msInterval('$3')}`;
+  const returned = `fence, ${epochMs('expires_at')} AS expires_at`;
+  // The owner's own live lease is renewed and keeps its fence.
+  const renewal = `l.owner = $2 AND l.expires_at > now()`;
+  // An ended lease keeps its row, with expires_at -infinity, so that the next grant of the key
+  // is an update of it (see LeaseTable).
+  const end = `UPDATE ${t} SET expires_at = '-infinity'`;
+  return {
+    // A key that has a row is granted by the DO UPDATE, which runs under the row lock and only
+    // when the lease is free, expired or the owner's own: its nextval runs once per grant (an
+    // UPDATE statement would compute its new row, nextval included, before waiting for the
+    // lock). Only a key without a row takes its fence in the inserted values; for the others
+    // the values carry a placeholder, which the DO UPDATE never uses.
+    acquire: `INSERT INTO ${t} AS l (key, owner, fence, acquired_at, expires_at)
+      VALUES ($1, $2, CASE WHEN EXISTS (SELECT 1 FROM ${t} WHERE key = $1) THEN ${PLACEHOLDER_FENCE} ELSE ${fence} END,
+        now(), ${expiresAt})
+      ON CONFLICT (key) DO UPDATE SET
+        fence = CASE WHEN ${renewal} THEN l.fence ELSE ${fence} END,
+        acquired_at = CASE WHEN ${renewal} THEN l.acquired_at ELSE now() END,
+        owner = EXCLUDED.owner,
+        expires_at = EXCLUDED.expires_at
+      WHERE l.owner = EXCLUDED.owner OR l.expires_at <= now()
+      RETURNING ${returned}`,
+    fence: `UPDATE ${t} SET fence = ${fence}
+      WHERE key = $1 AND owner = $2 AND fence = ${PLACEHOLDER_FENCE} AND expires_at > now()
+      RETURNING fence`,
+    extend: `UPDATE ${t} SET expires_at = ${expiresAt}
+      WHERE key = $1 AND owner = $2 AND expires_at > now()
+      RETURNING ${epochMs('expires_at')} AS expires_at`,
+    isHeld: `SELECT 1 FROM ${t} WHERE key = $1 AND owner = $2 AND expires_at > now()`,
+    release: `WITH released AS (${end} WHERE key = $1 AND owner = $2 AND expires_at > now() RETURNING key)
+      SELECT pg_notify($3, key) FROM released`,
+    forceRelease: `WITH released AS (${end} WHERE key = $1 AND expires_at > now() RETURNING key)
+      SELECT pg_notify($2, key) FROM released`,
+    clearExpired: `DELETE FROM ${t} WHERE expires_at <= now()`,
+  };
+}

@@ -1,0 +1,225 @@
+import { StowageError, type Capabilities, type LockingSnapshotStore, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
+import { SnapshotStoreBase, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
+import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
+import { toStowageError } from '../errors.js';
+import { decodeText, encodeText } from '../key-encoding.js';
+import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import type { TableKind, TableName } from '../schema.js';
+import { NOW_MS, dateFromMs, epochMs, inKeyRange, keyRange, nextval, timestampFromMs } from '../sql.js';
+import { LeaseTable } from './leases.js';
+
+export interface PostgresWorkflowLockOptions {
+  /** Table of the workflow leases (default `awaitly_workflow_locks`). */
+  lockTableName?: string;
+  /** Lease length when `tryAcquire` gets no `ttlMs` (default 30,000 ms). */
+  ttl?: number;
+}
+
+export interface PostgresSnapshotStoreOptions extends PostgresStoreOptions {
+  /** The store's namespace (default `''`): stores with different prefixes on one table never see each other's snapshots. */
+  prefix?: string;
+  /** Also implement awaitly's `WorkflowLock`, so one process runs a workflow id at a time (`true`: default lock options). */
+  lock?: PostgresWorkflowLockOptions | boolean;
+}
+
+/**
+ * {@link SnapshotStore} on one table (default `awaitly_snapshots`), a drop-in `store` for
+ * awaitly's `durable.run`. A row is `(prefix, id)`: the prefix is the store's namespace.
+ *
+ * Snapshots are kept in a `json` column, which stores the document text exactly as saved:
+ * unlike `jsonb` it keeps key order and accepts `\u0000` in strings, so every JSON object
+ * round-trips identically, and `->`/`->>` still work for queries. `updated_at` comes from the
+ * server clock at millisecond precision, so list cursors page exactly. Versions come from the
+ * table's sequence: never reused for an id, also after delete.
+ */
+export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends SnapshotStoreBase<TSnapshot> {
+  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
+  readonly #db: StoreDatabase;
+  /** The options the store was created with: its views inside transactions are created from them. */
+  readonly #options: object;
+  readonly #sql: ReturnType<typeof snapshotStatements>;
+
+  constructor(options: PostgresSnapshotStoreOptions | string) {
+    const { options: given, settings } = postgresSettings(options);
+    const lock = workflowLockOptions(given.lock);
+    if (lock !== undefined && new.target === PostgresSnapshotStore) {
+      throw new StowageError('E_INVALID_OPTION', 'lock: create the store with postgres({ lock }) or new PostgresLockingSnapshotStore()');
+    }
+    const table = settings.mainTable('snapshots');
+    const workflowLock = lock && { table: settings.table('workflowLocks', lock.lockTableName), ttl: lock.ttl };
+    const tables: [TableKind, TableName][] = [['snapshots', table]];
+    if (workflowLock) tables.push(['workflowLocks', workflowLock.table]);
+    const db = storeDatabase(given, settings, tables, { snapshotPrefix: typeof given.prefix === 'string' ? given.prefix : '' });
+    super(storeIdentity('PostgresSnapshotStore', table), {
+      prefix: given.prefix,
+      ...(workflowLock && { workflowLeases: new LeaseTable(db, workflowLock.table), lockTtl: workflowLock.ttl }),
+    });
+    this.#options = given;
+    this.#db = db;
+    this.#sql = snapshotStatements(table);
+    if (workflowLock) this.#db.startCleanup(() => this.clearExpiredLocks!());
+  }
+
+  /** Creates the tables if needed; every operation awaits it, so call it only to fail fast at start-up. */
+  ready(): Promise<void> {
+    return this.call('snapshots.ready', () => this.#db.ready());
+  }
+
+  /** The DDL this store runs on first use (or that you run yourself with `autoCreate: false`). */
+  schemaSql(): string {
+    return this.#db.schemaSql();
+  }
+
+  /** This store inside the caller's transaction (see `withTransaction`): same tables, statements on the transaction's client. */
+  protected override _bind(transaction: object): this {
+    return new PostgresSnapshotStore(viewOptions({ ...this.#options, lock: undefined }, this.#db, transaction)) as this;
+  }
+
+  protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
+    const values = [this.prefix, encodeText(id), document];
+    if (expectedVersion === undefined) {
+      await this.#db.run(this.#sql.save, values);
+      return true;
+    }
+    const { rows } =
+      expectedVersion === null
+        ? await this.#db.run(this.#sql.create, values)
+        : await this.#db.run(this.#sql.update, [...values, expectedVersion]);
+    return rows.length > 0;
+  }
+
+  protected async _load(id: string): Promise<StoredSnapshot | null> {
+    const { rows } = await this.#db.run(this.#sql.load, [this.prefix, encodeText(id)]);
+    if (rows.length === 0) return null;
+    // pg parses `json` itself; a pool whose parser was turned off hands back the text.
+    return { document: rows[0].snapshot, version: Number(rows[0].version), updatedAt: dateFromMs(rows[0].updated_at)! };
+  }
+
+  protected async _delete(id: string): Promise<void> {
+    await this.#db.run(this.#sql.delete, [this.prefix, encodeText(id)]);
+  }
+
+  /**
+   * Newest first (ties by id), keyset-paginated along the list index `(prefix, updated_at DESC,
+   * id)`: a page reads its rows and no more, wherever the cursor is. An id prefix narrows by
+   * the range of ids that start with it (see `keyRange`).
+   */
+  protected async _list(idPrefix: string, after: SnapshotCursor | null, limit: number): Promise<StoredSnapshotItem[]> {
+    const values: unknown[] = [this.prefix, limit];
+    if (idPrefix !== '') {
+      const { lo, hi } = keyRange(encodeText(idPrefix));
+      values.push(lo, hi);
+    }
+    // The cursor's time as epoch ms: compared exactly with `updated_at`, which is stored at ms precision.
+    if (after !== null) values.push(after.updatedAt.getTime(), encodeText(after.id));
+    const statement =
+      idPrefix === ''
+        ? after === null
+          ? this.#sql.list
+          : this.#sql.listAfter
+        : after === null
+          ? this.#sql.listInRange
+          : this.#sql.listInRangeAfter;
+    const { rows } = await this.#db.run(statement, values);
+    return rows.map((row: { id: string; updated_ms: number }) => ({ id: decodeText(row.id), updatedAt: dateFromMs(row.updated_ms)! }));
+  }
+
+  protected override toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
+  protected override _close(): Promise<void> {
+    return this.#db.close();
+  }
+}
+
+/**
+ * The fixed statements of a snapshot store, built once (see `keyValueStatements` in kv.ts).
+ *
+ * Listings order by the table's `s.updated_at`, not by the epoch-ms output column (named
+ * `updated_ms` so that it cannot be taken for it): ordered by the column, a page is read in
+ * the order of the list index `(prefix, updated_at DESC, id)` and stops after `$2` rows; ordered
+ * by the computed column, every listing read and sorted all of the prefix's rows.
+ */
+export function snapshotStatements(table: TableName) {
+  const t = table.sql;
+  const version = nextval(table.derived('version_seq'));
+  const insert = `INSERT INTO ${t} AS s (prefix, id, snapshot, version, updated_at) VALUES ($1, $2, $3::json, ${version}, ${NOW_MS})`;
+  // $1 the store's prefix, $2 the page size.
+  const list = `SELECT s.id, ${epochMs('s.updated_at')} AS updated_ms FROM ${t} AS s WHERE s.prefix = $1`;
+  const order = `ORDER BY s.updated_at DESC, s.id LIMIT $2`;
+  // After the cursor (epoch ms, id) in list order. `s.updated_at <= time` is what lets the
+  // index scan start at the cursor rather than at the newest row.
+  const afterCursor = (ms: string, id: string) => {
+    const time = timestampFromMs(ms);
+    return `s.updated_at <= ${time} AND (s.updated_at < ${time} OR s.id > ${id})`;
+  };
+  const idRange = inKeyRange('s.id', '$3', '$4');
+  return {
+    save: `${insert} ON CONFLICT (prefix, id) DO UPDATE SET snapshot = EXCLUDED.snapshot, version = ${version}, updated_at = EXCLUDED.updated_at`,
+    // save(…, { expectedVersion: null })
+    create: `${insert} ON CONFLICT (prefix, id) DO NOTHING RETURNING version`,
+    // save(…, { expectedVersion })
+    update: `UPDATE ${t} SET snapshot = $3::json, version = ${version}, updated_at = ${NOW_MS}
+      WHERE prefix = $1 AND id = $2 AND version = $4 RETURNING version`,
+    load: `SELECT snapshot, version, ${epochMs('updated_at')} AS updated_at FROM ${t} WHERE prefix = $1 AND id = $2`,
+    delete: `DELETE FROM ${t} WHERE prefix = $1 AND id = $2`,
+    list: `${list} ${order}`,
+    listAfter: `${list} AND ${afterCursor('$3', '$4')} ${order}`,
+    // list({ prefix }): ids from $3 (inclusive) to $4 (exclusive).
+    listInRange: `${list} AND ${idRange} ${order}`,
+    listInRangeAfter: `${list} AND ${idRange} AND ${afterCursor('$5', '$6')} ${order}`,
+  };
+}
+
+/**
+ * A snapshot store that is also awaitly's `WorkflowLock` (created by `postgres({ lock })`):
+ * leases in their own table (default `awaitly_workflow_locks`), on the server clock.
+ */
+export class PostgresLockingSnapshotStore<TSnapshot extends object = WorkflowSnapshot>
+  extends PostgresSnapshotStore<TSnapshot>
+  implements LockingSnapshotStore<TSnapshot>
+{
+  declare readonly tryAcquire: WorkflowLock['tryAcquire'];
+  declare readonly release: WorkflowLock['release'];
+  declare readonly renew: WorkflowLock['renew'];
+  declare readonly clearExpiredLocks: () => Promise<number>;
+
+  constructor(options: PostgresSnapshotStoreOptions & { lock: PostgresWorkflowLockOptions | true }) {
+    super(options);
+  }
+}
+
+/** `lock` as given: `true` means the defaults, `false`/absent no lock. */
+function workflowLockOptions(lock: unknown): PostgresWorkflowLockOptions | undefined {
+  if (lock === undefined || lock === false) return undefined;
+  if (lock === true) return {};
+  if (lock === null || typeof lock !== 'object') {
+    throw new StowageError('E_INVALID_OPTION', 'lock must be true or an object: { lockTableName?, ttl? }');
+  }
+  return lock as PostgresWorkflowLockOptions;
+}
+
+/**
+ * The one-liner of awaitly's Postgres snapshot store: a store for `durable.run`, on a pool of
+ * its own (or the `pool` you pass, which it never ends). With `lock`, the store is also
+ * awaitly's `WorkflowLock`, sharing the same pool.
+ *
+ * ```ts
+ * const store = postgres(process.env.DATABASE_URL!);
+ * ```
+ */
+export function postgres<TSnapshot extends object = WorkflowSnapshot>(
+  options: PostgresSnapshotStoreOptions & { lock: PostgresWorkflowLockOptions | true },
+): PostgresLockingSnapshotStore<TSnapshot>;
+export function postgres<TSnapshot extends object = WorkflowSnapshot>(
+  urlOrOptions: string | PostgresSnapshotStoreOptions,
+): PostgresSnapshotStore<TSnapshot>;
+export function postgres<TSnapshot extends object = WorkflowSnapshot>(
+  urlOrOptions: string | PostgresSnapshotStoreOptions,
+): PostgresSnapshotStore<TSnapshot> {
+  if (typeof urlOrOptions === 'object' && urlOrOptions !== null && workflowLockOptions(urlOrOptions.lock) !== undefined) {
+    return new PostgresLockingSnapshotStore<TSnapshot>(urlOrOptions as PostgresSnapshotStoreOptions & { lock: PostgresWorkflowLockOptions | true });
+  }
+  return new PostgresSnapshotStore<TSnapshot>(urlOrOptions);
+}
