@@ -17,7 +17,16 @@ export interface Budget {
     withLockShare: number;
     timeLimitMs: number;
   };
-  crash: { lockTtl: number; lockKills: number; snapshotKills: number; snapshotKb: number; timeLimitMs: number };
+  crash: {
+    lockTtl: number;
+    lockKills: number;
+    snapshotKills: number;
+    snapshotKb: number;
+    /** SIGKILLs of a process charging keys with `runOnce`, and the keys it charges. */
+    runOnceKills: number;
+    runOnceKeys: number;
+    timeLimitMs: number;
+  };
   lostUpdates: { writers: number; increments: number; timeLimitMs: number };
   outage: {
     /** Client-side timeout configured on the stores under test, in ms. */
@@ -85,7 +94,7 @@ export const FULL: Budget = {
     withLockShare: 0.5,
     timeLimitMs: 150_000,
   },
-  crash: { lockTtl: 2000, lockKills: 3, snapshotKills: 5, snapshotKb: 1024, timeLimitMs: 60_000 },
+  crash: { lockTtl: 2000, lockKills: 3, snapshotKills: 5, snapshotKb: 1024, runOnceKills: 12, runOnceKeys: 400, timeLimitMs: 60_000 },
   lostUpdates: { writers: 8, increments: 1000, timeLimitMs: 150_000 },
   outage: { timeoutMs: 2000, cutMs: 3000, recoveryLimitMs: 15_000, loaders: 4 },
   hostile: { largeValueBytes: 16 * 1024 * 1024, timeLimitMs: 120_000 },
@@ -111,7 +120,7 @@ export const FULL: Budget = {
 
 export const QUICK: Budget = {
   lock: { ...FULL.lock, acquisitionsPerProcess: 150, pauseProbability: 0.05, timeLimitMs: 30_000 },
-  crash: { lockTtl: 800, lockKills: 1, snapshotKills: 2, snapshotKb: 256, timeLimitMs: 20_000 },
+  crash: { lockTtl: 800, lockKills: 1, snapshotKills: 2, snapshotKb: 256, runOnceKills: 3, runOnceKeys: 60, timeLimitMs: 20_000 },
   lostUpdates: { writers: 8, increments: 50, timeLimitMs: 30_000 },
   outage: { timeoutMs: 1000, cutMs: 1500, recoveryLimitMs: 10_000, loaders: 2 },
   hostile: { largeValueBytes: 1024 * 1024, timeLimitMs: 60_000 },

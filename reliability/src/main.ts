@@ -100,6 +100,13 @@ async function main(): Promise<number> {
   console.log(renderOverview(reports, ['self-check', 'backend', ...checks]));
   if (values.json) writeFileSync(values.json, JSON.stringify(reports, null, 2));
 
+  // The failures once more, last: CI keeps only the tail of the log.
+  for (const report of reports) {
+    for (const row of report.rows.filter((r) => r.verdict === 'FAIL')) {
+      console.log(`FAIL ${report.backend} / ${row.check}: ${row.measure}: ${row.value} (required ${row.required})`);
+    }
+    if (report.failed) for (const note of report.notes) console.log(`  ! ${report.backend}: ${note}`);
+  }
   const rows = reports.flatMap((report) => report.rows);
   const passed = rows.filter((row) => row.verdict === 'PASS').length;
   const failed = rows.filter((row) => row.verdict === 'FAIL').length;

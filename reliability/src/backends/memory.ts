@@ -1,4 +1,11 @@
-import { createMemoryStorage, MemoryCacheProvider, MemoryKeyValueStore, MemoryLockProvider, MemorySnapshotStore } from '@stowage/core/memory';
+import {
+  createMemoryStorage,
+  MemoryCacheProvider,
+  MemoryIdempotencyStore,
+  MemoryKeyValueStore,
+  MemoryLockProvider,
+  MemorySnapshotStore,
+} from '@stowage/core/memory';
 import type { JsonObject } from '@stowage/core';
 import { MemoryGuardStore } from '../guard.ts';
 import type { Backend, BackendTarget, OpenOptions } from './types.ts';
@@ -18,6 +25,7 @@ export function memoryBackend(target: BackendTarget): Backend {
     snapshots: async (options?: OpenOptions) => new MemorySnapshotStore<JsonObject>({ storage, ...(options?.prefix !== undefined ? { prefix: options.prefix } : {}) }),
     locks: async () => new MemoryLockProvider({ storage }),
     cache: async (options?: OpenOptions) => new MemoryCacheProvider({ storage, prefix: options?.prefix ?? 'cache:' }),
+    idempotency: async () => new MemoryIdempotencyStore({ storage }),
     guard: async () => guard,
     sharedConnection: async () => null,
     cleanup: async () => {},

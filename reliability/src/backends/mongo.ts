@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { MongoClient, type Db, type MongoClientOptions } from 'mongodb';
 import type { JsonObject } from '@stowage/core';
-import { MongoCacheProvider, MongoKeyValueStore, MongoLockProvider, MongoSnapshotStore } from '@stowage/mongo';
+import { MongoCacheProvider, MongoIdempotencyStore, MongoKeyValueStore, MongoLockProvider, MongoSnapshotStore } from '@stowage/mongo';
 import { MongoGuardStore } from '../guard.ts';
 import type { Backend, BackendTarget, CanaryAccess, OpenOptions, SharedConnection } from './types.ts';
 
@@ -40,6 +40,7 @@ export function mongoBackend(target: BackendTarget): Backend & { canary: CanaryA
       new MongoSnapshotStore<JsonObject>({ ...options(open), ...(open?.prefix !== undefined ? { prefix: open.prefix } : {}) }),
     locks: async (open) => new MongoLockProvider(options(open)),
     cache: async (open) => new MongoCacheProvider({ ...options(open), prefix: open?.prefix ?? 'cache:' }),
+    idempotency: async (open) => new MongoIdempotencyStore(options(open)),
     guard: async () => {
       const client = new MongoClient(url, { appName: 'stowage-reliability-guard' });
       await client.connect();

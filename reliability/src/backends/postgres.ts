@@ -3,6 +3,7 @@ import pg from 'pg';
 import type { JsonObject } from '@stowage/core';
 import {
   PostgresCacheProvider,
+  PostgresIdempotencyStore,
   PostgresKeyValueStore,
   PostgresLockProvider,
   PostgresSnapshotStore,
@@ -46,6 +47,7 @@ export function postgresBackend(target: BackendTarget): Backend & { canary: Cana
       new PostgresSnapshotStore<JsonObject>({ ...options(open), ...(open?.prefix !== undefined ? { prefix: open.prefix } : {}) }),
     locks: async (open) => new PostgresLockProvider(options(open)),
     cache: async (open) => new PostgresCacheProvider({ ...options(open), prefix: open?.prefix ?? 'cache:' }),
+    idempotency: async (open) => new PostgresIdempotencyStore(options(open)),
     guard: () => PostgresGuardStore.open(url, target.namespace, 'reliability_guard', true),
     sharedConnection: async () => sharedPool(url),
     cleanup: () =>

@@ -1,4 +1,4 @@
-import type { CacheProvider, JsonObject, KeyValueStore, LockProvider, SnapshotStore } from '@stowage/core';
+import type { CacheProvider, IdempotencyStore, JsonObject, KeyValueStore, LockProvider, SnapshotStore } from '@stowage/core';
 import type { GuardStore } from '../guard.ts';
 
 export type BackendName = 'memory' | 'pglite' | 'postgres' | 'pgbouncer' | 'mongo' | 'jongodb';
@@ -62,6 +62,7 @@ export interface Backend {
   snapshots(options?: OpenOptions): Promise<SnapshotStore<JsonObject>>;
   locks(options?: OpenOptions): Promise<LockProvider>;
   cache(options?: OpenOptions): Promise<CacheProvider>;
+  idempotency(options?: OpenOptions): Promise<IdempotencyStore>;
 
   /** The fenced resource of the lock-safety check, on its own table/collection, via the raw driver. */
   guard(): Promise<GuardStore>;

@@ -8,9 +8,16 @@
  * Snapshot: a process saves ~1 MB snapshots in a loop and is killed with SIGKILL at a random
  * moment, usually in the middle of a save. Proves: what is stored afterwards is exactly the
  * last acknowledged snapshot or the one being saved — never a mix, never garbage, never nothing.
+ *
+ * Exactly once: a process charges keys with `idempotency.runOnce` — each key's effect (a kv
+ * entry under a fresh id, so a second application shows as a second entry) and its completion
+ * in one transaction, with a pause between them — and is SIGKILLed again and again, then
+ * restarted until every key is charged. Proves: every effect applied exactly once (0 twice,
+ * 0 lost) and every key completed, on every backend whose stores can begin a transaction.
  */
+import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import type { JsonObject } from '@stowage/core';
+import { isStowageError, type JsonObject } from '@stowage/core';
 import type { Budget } from '../config.ts';
 import type { BackendReport } from '../report.ts';
 import type { Backend } from '../backends/types.ts';
@@ -67,10 +74,42 @@ export const snapshotWriter: Role<WriterParams, void> = async (backend, params, 
   await snapshots.close();
 };
 
+export interface RunOnceParams {
+  keys: number;
+}
+
+export type RunOnceEvent = { charged: number };
+
+const EFFECT = 'exactly-once/effect/';
+const CHARGE = 'exactly-once/charge/';
+
+/**
+ * Charges keys 0 … keys−1 in turn with `runOnce` (a key already charged is answered from its
+ * record), pausing between each key's effect and its completion, where a kill is meant to land.
+ */
+export const runOnceWriter: Role<RunOnceParams, void> = async (backend, params, context) => {
+  const [kv, idempotency] = await Promise.all([backend.kv(), backend.idempotency()]);
+  // Both stores' tables made before a transaction holds a connection (PGlite has one).
+  await Promise.all([kv.get(`${EFFECT}warm`), idempotency.get(`${CHARGE}warm`)]);
+  for (let key = 0; key < params.keys; key++) {
+    await idempotency.runOnce!(`${CHARGE}${key}`, async (transaction) => {
+      await kv.withTransaction!(transaction).set(`${EFFECT}${key}/${randomUUID()}`, 'charged');
+      await sleep(5);
+      return { key };
+    });
+    context.emit({ charged: key } satisfies RunOnceEvent);
+  }
+  await Promise.all([kv.close(), idempotency.close()]);
+};
+
 export async function crashRecovery(backend: Backend, report: BackendReport, budget: Budget['crash']): Promise<void> {
   await lockTakeover(backend, report, budget);
-  if (backend.crossProcess) await tornSnapshots(backend, report, budget);
-  else report.notApplicable('crash recovery', 'snapshot writer killed mid-save: memory lives in one process, there is nothing to kill');
+  if (backend.crossProcess) {
+    await tornSnapshots(backend, report, budget);
+    await exactlyOnce(backend, report, budget);
+  } else {
+    report.notApplicable('crash recovery', 'writers killed mid-save: memory lives in one process, there is nothing to kill');
+  }
 }
 
 async function lockTakeover(backend: Backend, report: BackendReport, budget: Budget['crash']): Promise<void> {
@@ -196,4 +235,70 @@ async function tornSnapshots(backend: Backend, report: BackendReport, budget: Bu
 function describeSnapshot(snapshot: JsonObject | null): string {
   if (snapshot === null) return 'nothing';
   return `version field ${JSON.stringify(snapshot.version)} with ${Object.keys((snapshot.steps as JsonObject | undefined) ?? {}).length} steps`;
+}
+
+/** Why `runOnce` cannot run on this backend (it cannot begin transactions), or null. */
+async function runOnceRefused(backend: Backend): Promise<string | null> {
+  const idempotency = await backend.idempotency();
+  try {
+    if (!idempotency.runOnce) return 'the idempotency store has no runOnce';
+    await idempotency.runOnce(`${CHARGE}probe`, async () => null);
+    return null;
+  } catch (error) {
+    if (isStowageError(error, 'E_INVALID_OPTION')) return error.message;
+    throw error;
+  } finally {
+    await idempotency.close();
+  }
+}
+
+async function exactlyOnce(backend: Backend, report: BackendReport, budget: Budget['crash']): Promise<void> {
+  const check = 'crash recovery';
+  const refused = await runOnceRefused(backend);
+  if (refused !== null) {
+    report.notApplicable(check, `runOnce writer SIGKILLed: ${refused}`);
+    return;
+  }
+  let kills = 0;
+  let charged = -1;
+  for (let run = 0; ; run++) {
+    // Every run charges at least the key it was killed in (the kill waits for progress).
+    if (run > budget.runOnceKills + 10) throw new Error(`runOnce writer: ${run} runs and still not every key charged`);
+    // Kill a random few keys into the run, a random few ms into a key, until the kills are done.
+    const killAt = kills < budget.runOnceKills ? charged + randomInt(3, 22) : Infinity;
+    const worker = startWorker<void>(backend.target, 'run-once-writer', { keys: budget.runOnceKeys } satisfies RunOnceParams, {
+      hardLimitMs: budget.timeLimitMs,
+      onEvent: (event) => {
+        charged = Math.max(charged, (event as RunOnceEvent).charged);
+        if (charged === killAt) setTimeout(() => worker.kill('SIGKILL'), randomInt(0, 6));
+      },
+    });
+    const failure = await worker.result.then(() => null, (error: unknown) => String(error));
+    await worker.closed;
+    if (failure === null) break;
+    if (worker.child.signalCode !== 'SIGKILL') throw new Error(`runOnce writer failed: ${failure}`);
+    kills += 1;
+  }
+
+  const [kv, idempotency] = await Promise.all([backend.kv(), backend.idempotency()]);
+  try {
+    const applied = new Map<string, number>();
+    for (const key of await kv.keys(`${EFFECT}*`)) {
+      const charge = key.slice(EFFECT.length).split('/')[0]!;
+      applied.set(charge, (applied.get(charge) ?? 0) + 1);
+    }
+    let twice = 0;
+    let lost = 0;
+    let notCompleted = 0;
+    for (let key = 0; key < budget.runOnceKeys; key++) {
+      const count = applied.get(String(key)) ?? 0;
+      if (count > 1) twice += 1;
+      if (count === 0) lost += 1;
+      if ((await idempotency.get(`${CHARGE}${key}`)) === null) notCompleted += 1;
+    }
+    report.expect(check, `runOnce writer SIGKILLed ×${kills} (${budget.runOnceKeys} keys): effects twice / lost`, `${twice} / ${lost}`, '= 0 / 0', twice === 0 && lost === 0 && kills >= budget.runOnceKills);
+    report.expect(check, '… keys not completed', notCompleted, '= 0', notCompleted === 0);
+  } finally {
+    await Promise.all([kv.close(), idempotency.close()]);
+  }
 }
