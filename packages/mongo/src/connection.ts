@@ -6,6 +6,7 @@ import type { MongoDialect, MongoDialectName } from './dialects/dialect.js';
 import { dialectFor, serverFeatures, type ServerFeatures } from './dialects/detect.js';
 import type { MongoSettings } from './options.js';
 import { collectionSpec, ensureCollection, inspectCollection, type MongoCollectionKind } from './schema.js';
+import { assertInTransaction, assertSessionOf, noTransactionsError, sessionBound } from './transactions.js';
 
 /** The client and database a store works with. */
 export class MongoConnection {
@@ -72,7 +73,91 @@ export interface Ready {
   /** The database (for commands that are not about one collection). */
   readonly db: Db;
   readonly dialect: MongoDialect;
+  /** In a store's view inside a transaction: the transaction's session, which every command of `collection()` carries. */
+  readonly session?: ClientSession;
   collection<TDocument extends Document>(kind: MongoCollectionKind): Collection<TDocument>;
+}
+
+/** What a store uses of its database: a {@link StoreConnection}, or its view inside a transaction. */
+export interface StoreDatabase {
+  /** True for the view inside a transaction. */
+  readonly inTransaction: boolean;
+  readonly dialect: MongoDialectName | undefined;
+  ready(): Promise<Ready>;
+  capabilities(options?: { fencing?: boolean; wakeups?: boolean }): Capabilities;
+  atomically<T>(operation: (session?: ClientSession) => Promise<T>): Promise<T>;
+  /** The same collections inside the transaction of `session` (a `ClientSession` of this store's client). */
+  bind(session: object): StoreDatabase;
+  /** Runs `fn` in a new transaction on the store's client (see {@link StoreConnection.transaction}). */
+  transaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Where a store's view inside a transaction finds its database (see {@link viewOptions}). */
+const VIEW_DATABASE = Symbol('stowage.viewDatabase');
+
+/**
+ * The database of a store being constructed: the bound one when the store is a view inside a
+ * transaction (built from {@link viewOptions}), else a new {@link StoreConnection}.
+ */
+export function storeDatabase(options: object, settings: MongoSettings, collections: readonly StoreCollection[]): StoreDatabase {
+  return (options as { [VIEW_DATABASE]?: StoreDatabase })[VIEW_DATABASE] ?? new StoreConnection(settings, collections);
+}
+
+/** The options of a store's view inside the transaction of `session` (`withTransaction`): the store's own options, on `db` bound to it. */
+export function viewOptions<T extends object>(options: T, db: StoreDatabase, session: object): T {
+  return { ...options, [VIEW_DATABASE]: db.bind(session) };
+}
+
+/**
+ * A store's collections inside the caller's transaction: every command carries the session
+ * (see `sessionBound`), and is refused with `E_INVALID_OPTION` once the session has no
+ * transaction in progress, or where the server runs no transactions at all. Start-up (feature
+ * detection, the collections and indexes) runs on the store's own connection, outside it.
+ */
+class TransactionConnection implements StoreDatabase {
+  readonly inTransaction = true;
+  readonly #parent: StoreConnection;
+  readonly #session: ClientSession;
+
+  constructor(parent: StoreConnection, session: ClientSession) {
+    this.#parent = parent;
+    this.#session = session;
+  }
+
+  get dialect(): MongoDialectName | undefined {
+    return this.#parent.dialect;
+  }
+
+  capabilities(options?: { fencing?: boolean; wakeups?: boolean }): Capabilities {
+    return this.#parent.capabilities(options);
+  }
+
+  async ready(): Promise<Ready> {
+    const ready = await this.#parent.ready();
+    if (!ready.features.runsTransactions) throw noTransactionsError();
+    const session = this.#session;
+    const check = () => assertInTransaction(session);
+    check();
+    return { ...ready, session, collection: (kind) => sessionBound(ready.collection(kind), session, check) };
+  }
+
+  /** Already all or nothing: the caller's transaction. */
+  async atomically<T>(operation: (session?: ClientSession) => Promise<T>): Promise<T> {
+    await this.ready();
+    return operation(this.#session);
+  }
+
+  bind(session: object): StoreDatabase {
+    return this.#parent.bind(session);
+  }
+
+  transaction(): Promise<never> {
+    return Promise.reject(new StowageError('E_INVALID_OPTION', 'this store is already inside a transaction'));
+  }
+
+  /** The view opened nothing: closing it closes nothing. */
+  async close(): Promise<void> {}
 }
 
 /** What a store reports before it knows its server: the guarantees that hold everywhere. */
@@ -88,7 +173,8 @@ const BEFORE_CONNECT = { serverClock: false, ttlIndex: false, changeFeed: false,
  * The kit's `StoreBase` refuses calls after `close()` and waits for the calls in flight before
  * the store's `_close()` calls {@link close}, so nothing here checks state.
  */
-export class StoreConnection {
+export class StoreConnection implements StoreDatabase {
+  readonly inTransaction = false;
   readonly #connection: MongoConnection;
   readonly #collections: readonly StoreCollection[];
   readonly #settings: Pick<MongoSettings, 'autoCreate' | 'dialect'>;
@@ -139,17 +225,49 @@ export class StoreConnection {
 
   /**
    * Runs `operation` (several documents' writes) all or nothing: in a transaction where the
-   * server has them (replica sets, sharded clusters), retried by the driver on transient
-   * conflicts; elsewhere as it is. A commit refused with WriteConflict (112) without the
-   * TransientTransactionError label the driver retries on (jongodb answers so; MongoDB labels
-   * its conflicts) is tried again here, a few times: nothing of it was applied.
+   * server has them (see {@link transaction}); elsewhere as it is.
    */
   async atomically<T>(operation: (session?: ClientSession) => Promise<T>): Promise<T> {
     const ready = await this.ready();
-    if (!ready.features.transactions) return operation();
+    return ready.features.transactions ? this.#withTransaction(operation) : operation();
+  }
+
+  bind(session: object): StoreDatabase {
+    assertSessionOf(session, this.#connection.client);
+    return new TransactionConnection(this, session);
+  }
+
+  /**
+   * Runs `fn` in a new transaction on the store's client (`runOnce`, transactional process
+   * states): committed when `fn` resolves, aborted when it rejects. The driver's
+   * `withTransaction` runs `fn` again when the server labels an error TransientTransactionError
+   * (a write conflict with a concurrent transaction) and retries a commit whose outcome is
+   * unknown; nothing of a failed attempt was committed. `E_INVALID_OPTION` where the server
+   * cannot run transactions, and on servers whose transactions do not isolate (jongodb).
+   */
+  async transaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T> {
+    const { features } = await this.ready();
+    if (!features.runsTransactions) throw noTransactionsError();
+    if (!features.transactions) {
+      throw new StowageError(
+        'E_INVALID_OPTION',
+        'this server runs transactions without isolating them (jongodb commits a transaction by writing back whole collections, losing concurrent writes to other documents): stowage begins none on it',
+      );
+    }
+    return this.#withTransaction(fn);
+  }
+
+  /**
+   * `operation` in a transaction of a new session, retried by the driver on transient errors.
+   * A commit refused with WriteConflict (112) without the TransientTransactionError label the
+   * driver retries on (jongodb answers so; MongoDB labels its conflicts) is tried again here, a
+   * few times: nothing of it was applied.
+   */
+  async #withTransaction<T>(operation: (session: ClientSession) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       const session = this.#connection.client.startSession();
       try {
+        // Kept from the callback: early 6.x drivers resolve `withTransaction` to the commit's reply.
         let result: T | undefined;
         await session.withTransaction(async () => {
           result = await operation(session);

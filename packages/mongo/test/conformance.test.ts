@@ -2,7 +2,7 @@ import { describeConformance, type ConformanceReport } from '@stowage/core/confo
 import type { Capabilities } from '@stowage/core';
 import { afterAll, expect } from 'vitest';
 import { MongoLockProvider } from '../src/index.js';
-import { mongoAdapter } from './mongo-adapter.js';
+import { mongoAdapter, type MongoAdapterVariant } from './mongo-adapter.js';
 import { openTestServers } from './server.js';
 
 /**
@@ -14,7 +14,10 @@ import { openTestServers } from './server.js';
  * - on a server that runs the pipeline dialect, a second time with the classic dialect forced,
  *   so both code paths are exercised wherever a real MongoDB is available;
  * - with a client on the Stable API (`serverApi: { version: '1', strict: true }`, the Atlas
- *   snippet): detection, schema and every operation use only commands of API V1.
+ *   snippet): detection, schema and every operation use only commands of API V1. This run is
+ *   also the application that owns its client: every store of a test shares one, and the
+ *   transaction cases begin their transactions on it (`beginTransaction`), where the server has
+ *   transactions.
  *
  * After the run, every skipped case is printed with its reason, and a case may be skipped only
  * for a capability this server really lacks.
@@ -26,34 +29,34 @@ const servers = await openTestServers('stowage_conformance');
  * Stable API not strict (every command still carries `apiVersion: '1'`). Which commands a
  * strict client sends is checked on every server by stable-api.test.ts.
  */
-const stableApi = (product: string) =>
+const stableApi = (product: string): MongoAdapterVariant =>
   product === 'ferretdb'
-    ? { name: 'Stable API v1', clientOptions: { serverApi: { version: '1' as const } } }
-    : { name: 'Stable API v1 strict', clientOptions: { serverApi: { version: '1' as const, strict: true } } };
+    ? { name: 'Stable API v1, shared client', clientOptions: { serverApi: { version: '1' } }, sharedClient: true }
+    : { name: 'Stable API v1 strict, shared client', clientOptions: { serverApi: { version: '1', strict: true } }, sharedClient: true };
 
-const runs: { server: string; capabilities: Capabilities; report: ConformanceReport }[] = [];
+const runs: { server: string; capabilities: Capabilities; report: ConformanceReport; transactions: boolean }[] = [];
 for (const server of servers) {
   const probe = await new MongoLockProvider({ url: server.url, database: server.database, collection: 'probe_locks' }).connect();
   const capabilities: Capabilities = probe.capabilities;
   const dialect = probe.dialect;
   await probe.close();
   console.log(`[stowage mongo tests] ${server.description}: dialect ${dialect}; capabilities ${JSON.stringify(capabilities)}`);
-  runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server)) });
-  if (dialect === 'pipeline') runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server, 'classic')) });
-  runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server, 'auto', stableApi(server.product))) });
+  runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server)), transactions: false });
+  if (dialect === 'pipeline') runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server, 'classic')), transactions: false });
+  runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server, 'auto', stableApi(server.product))), transactions: true });
 }
 
 afterAll(async () => {
   await Promise.all(servers.map((server) => server.close()));
-  for (const { server, capabilities, report } of runs) {
+  for (const { server, capabilities, report, transactions } of runs) {
     const missing = (Object.keys(capabilities) as (keyof Capabilities)[]).filter((name) => !capabilities[name]);
     for (const skipped of report.skipped) {
       console.log(`[stowage mongo conformance] ${server}: skipped ${skipped.contract} › ${skipped.case}: ${skipped.reason}`);
       // A polling feed, without change streams, has no positions to resume from.
       const allowed = [`^needs (${missing.join('|')})(, (${missing.join('|')}))*$`];
       if (!capabilities.changeFeed) allowed.push('^the feed is not durable');
-      // MongoDB stores do not join a caller's session yet (withTransaction refuses): no beginTransaction().
-      allowed.push('^the adapter has no beginTransaction\\(\\) factory$');
+      // Only the shared-client run begins transactions: a session is sent only with its own client.
+      if (!transactions) allowed.push('^the adapter has no beginTransaction\\(\\) factory$');
       expect(skipped.reason, `${server}: ${skipped.contract} › ${skipped.case}`).toMatch(new RegExp(allowed.join('|')));
     }
   }

@@ -1,6 +1,6 @@
 import type { JsonObject } from '@stowage/core';
-import type { ConformanceAdapter } from '@stowage/core/conformance';
-import type { MongoClient, MongoClientOptions } from 'mongodb';
+import type { ConformanceAdapter, ConformanceTransaction } from '@stowage/core/conformance';
+import { MongoClient, type MongoClientOptions } from 'mongodb';
 import {
   MongoCacheProvider,
   MongoCheckpointStore,
@@ -28,16 +28,25 @@ export interface MongoTestServer {
   database: string;
 }
 
+/** A run of the suite with other client options; with `sharedClient`, as an application that owns its client and its transactions. */
+export interface MongoAdapterVariant {
+  name: string;
+  clientOptions: MongoClientOptions;
+  /**
+   * Every store of a context gets one client the context opens (the `client` option), and the
+   * context begins transactions as a user would, a session of that client with a started
+   * transaction (`beginTransaction`): a session is sent only with the client that started it.
+   */
+  sharedClient?: boolean;
+}
+
 /**
  * The Mongo adapter as the conformance suite sees it. Every context gets its own collection
- * names; every store opens its own client from the URL (like separate processes would), and
- * cleanup drops the context's collections.
+ * names; every store opens its own client from the URL (like separate processes would), or,
+ * with `variant.sharedClient`, uses the context's client; cleanup drops the context's
+ * collections.
  */
-export function mongoAdapter(
-  server: MongoTestServer,
-  dialect: MongoDialectOption = 'auto',
-  variant?: { name: string; clientOptions: MongoClientOptions },
-): ConformanceAdapter {
+export function mongoAdapter(server: MongoTestServer, dialect: MongoDialectOption = 'auto', variant?: MongoAdapterVariant): ConformanceAdapter {
   return {
     name: `mongo ${dialect === 'auto' ? '' : `${dialect} dialect `}${variant ? `${variant.name} ` : ''}(${server.label})`,
     createContext() {
@@ -54,7 +63,12 @@ export function mongoAdapter(
         process: `${stem}_process`,
         processClaims: `${stem}_process_claims`,
       };
-      const base = { url: server.url, database: server.database, dialect, ...(variant && { clientOptions: variant.clientOptions }) };
+      const shared = variant?.sharedClient ? new MongoClient(server.url, variant.clientOptions) : undefined;
+      const base = {
+        database: server.database,
+        dialect,
+        ...(shared ? { client: shared } : { url: server.url, ...(variant && { clientOptions: variant.clientOptions }) }),
+      };
       return {
         kv: () => new MongoKeyValueStore({ ...base, collection: names.kv }).connect(),
         snapshots: ({ lock, prefix }) =>
@@ -68,11 +82,27 @@ export function mongoAdapter(
         checkpoints: (options) => new MongoCheckpointStore({ ...base, ...options, collection: names.checkpoints }).connect(),
         idempotency: () => new MongoIdempotencyStore({ ...base, collection: names.idempotency }).connect(),
         process: () => new MongoProcessBackend({ ...base, collection: names.process }).connect(),
+        ...(shared && { beginTransaction: () => Promise.resolve(beginTransaction(shared)) }),
         cleanup: async () => {
           const db = server.admin.db(server.database);
           await Promise.all(Object.values(names).map((name) => db.dropCollection(name).catch(() => false)));
+          await shared?.close();
         },
       };
     },
   };
+}
+
+/** As a user would: a session of their client with a started transaction, ended with the transaction. */
+export function beginTransaction(client: MongoClient): ConformanceTransaction {
+  const session = client.startSession();
+  session.startTransaction();
+  const end = (how: () => Promise<unknown>) => async () => {
+    try {
+      await how();
+    } finally {
+      await session.endSession();
+    }
+  };
+  return { transaction: session, commit: end(() => session.commitTransaction()), rollback: end(() => session.abortTransaction()) };
 }

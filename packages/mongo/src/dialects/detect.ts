@@ -18,6 +18,12 @@ export interface ServerFeatures {
    */
   transactions: boolean;
   /**
+   * Multi-document transactions run on this server at all (the probe committed), isolated like
+   * MongoDB's or not (jongodb): what a view bound to the caller's own session needs (see
+   * `withTransaction` in the README). False on standalone servers and FerretDB 1.x.
+   */
+  runsTransactions: boolean;
+  /**
    * Conditional updates of one document are atomic. True for MongoDB; false for FerretDB 1.x,
    * which runs every update as a read followed by a separate write (concurrent `$inc`s and
    * compare-and-sets can be lost there). Recognised from `buildInfo`, which FerretDB 1.x extends
@@ -53,7 +59,7 @@ const featuresByClient = new WeakMap<MongoClient, Map<string, Promise<ServerFeat
  * - `hello`: the topology, and the server's clock (`localTime`);
  * - `buildInfo` (not with a strict Stable API client, and its failure is ignored): it only
  *   recognises FerretDB 1.x (no atomic updates) and jongodb (no TTL monitor, no isolated
- *   transactions);
+ *   transactions; behind a strict client, by its `hello` without `localTime`);
  * - with `dialect: 'auto'`, three probes that match no document: an update pipeline, a `$expr`
  *   filter and `$$NOW` (`$documents`);
  * - on replica sets and sharded clusters: a change stream opened and closed, and an empty
@@ -82,11 +88,12 @@ const NO_DOCUMENT = { _id: -1 };
 async function detect(db: Db, probeCollection: string, option: MongoDialectOption): Promise<ServerFeatures> {
   const collection = db.collection<{ _id: number }>(probeCollection);
   const auto = option === 'auto';
+  const strict = db.client.options.serverApi?.strict === true;
   const [hello, buildInfo, pipelineUpdates, exprReads, now] = await Promise.all([
     retryTransient(() => db.command({ hello: 1 })),
     // Not part of the Stable API: a strict client does not send it (a FerretDB 1.x behind such a
     // client is then not recognised; FerretDB does not enforce strictness anyway).
-    db.client.options.serverApi?.strict ? ({} as Document) : db.command({ buildInfo: 1 }).catch((): Document => ({})),
+    strict ? ({} as Document) : db.command({ buildInfo: 1 }).catch((): Document => ({})),
     auto ? probe(() => collection.updateOne(NO_DOCUMENT, [{ $set: { probe: '$$NOW' } }])) : option === 'pipeline',
     auto
       ? probe(() => collection.find({ ...NO_DOCUMENT, $expr: { $gt: [{ $ifNull: ['$expiresAt', '$$NOW'] }, '$$NOW'] } }).limit(1).toArray())
@@ -115,11 +122,14 @@ async function detect(db: Db, probeCollection: string, option: MongoDialectOptio
   // Measured over the now-open connection (the first reply may include connecting), so the
   // offset is accurate to half a round trip: both dialects take versions and some dates from it.
   await retryTransient(() => clock.measure());
-  const jongodb = String(buildInfo.version ?? '').endsWith('-jongodb');
+  // A strict Stable API client cannot send buildInfo: there a server whose hello has no
+  // `localTime` (every MongoDB reports it) is taken for jongodb, so its transactions are not trusted.
+  const jongodb = String(buildInfo.version ?? '').endsWith('-jongodb') || (strict && !serverClock);
   return {
     dialect,
     changeStreams,
     transactions: transactions && !jongodb,
+    runsTransactions: transactions,
     atomicUpdates: !isFerretDbV1(buildInfo),
     serverClock,
     ttlMonitor: !jongodb,

@@ -14,8 +14,8 @@ import {
   type TransitionRequest,
 } from '@stowage/core';
 import { ProcessBackendBase } from '@stowage/core/adapter';
-import type { Collection, Document, Filter } from 'mongodb';
-import { StoreConnection } from '../connection.js';
+import type { ClientSession, Collection, Document, Filter } from 'mongodb';
+import { storeDatabase, viewOptions, type Ready, type StoreDatabase } from '../connection.js';
 import { later, type MongoDialect, type MongoDialectName, type NewProcessVersion } from '../dialects/dialect.js';
 import { assertDocumentSize, toStowageError } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
@@ -81,8 +81,9 @@ const CARRIED_CACHE_SIZE = 10_000;
  * reads are one command each; a transition is two (insert the next version, retire the old one).
  */
 export class MongoProcessBackend extends ProcessBackendBase {
-  readonly #connection: StoreConnection;
+  readonly #connection: StoreDatabase;
   readonly #collectionName: string;
+  readonly #options: MongoProcessBackendOptions;
   readonly #feeds = new Set<ProcessFeed>();
   /** What the last claims returned, so a transition does not read the old version again. */
   readonly #carried = new Map<string, Carried>();
@@ -91,7 +92,8 @@ export class MongoProcessBackend extends ProcessBackendBase {
     const settings = parseStoreOptions(options, 'process', 'MongoProcessBackend');
     super(settings.identity);
     this.#collectionName = settings.collection;
-    this.#connection = new StoreConnection(settings, [
+    this.#options = options;
+    this.#connection = storeDatabase(options, settings, [
       { kind: 'process', name: settings.collection, writeConcern: settings.writeConcern },
       {
         kind: 'processClaims',
@@ -132,8 +134,19 @@ export class MongoProcessBackend extends ProcessBackendBase {
     await this.#connection.close();
   }
 
+  /** This backend inside the caller's transaction (see `withTransaction`): same collections, every command with the transaction's session. */
+  protected override _bind(session: object): this {
+    return new MongoProcessBackend(viewOptions(this.#options, this.#connection, session)) as this;
+  }
+
+  /** A new transaction on the backend's client (see `StoreConnection.transaction`): what transactional states run in. */
+  protected override _runTransaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T> {
+    return this.#connection.transaction(fn);
+  }
+
   protected async _createItem(request: CreateItemRequest): Promise<{ item: ProcessItem; created: boolean }> {
-    const { collection, dialect } = await this.#use();
+    const ready = await this.#connection.ready();
+    const collection = ready.collection<ProcessVersionDocument>('process');
     const version: NewProcessVersion = {
       _id: versionId(request.process, 1, request.id),
       process: request.process,
@@ -151,7 +164,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
       leaseOwner: null,
       leaseUntil: null,
     };
-    const inserted = await dialect.insertVersion(collection, checkedSize(version));
+    const inserted = await insertVersion(ready, collection, checkedSize(version));
     if (inserted) return { item: toItem(inserted), created: true };
     const existing = await current(collection, request.process, request.id);
     if (!existing) throw new StowageError('E_UNAVAILABLE', `item ${JSON.stringify(request.id)} exists but its current version was not found`);
@@ -194,6 +207,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
   }
 
   protected async _openFeed(processName: string, state: string, position: string | null): Promise<ProcessFeed> {
+    if (this.#connection.inTransaction) throw new StowageError('E_INVALID_OPTION', 'a feed reads on a connection of its own: open it on the backend, not on its view inside a transaction');
     const ready = await this.#connection.ready();
     const collection = ready.collection<ProcessVersionDocument>('process');
     const call = <T>(operation: () => Promise<T>) => this.call('process.feed.read', operation);
@@ -277,7 +291,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
       leaseUntil: null,
     };
     // `null`: another worker advanced it first.
-    const inserted = await ready.dialect.insertVersion(collection, checkedSize(next));
+    const inserted = await insertVersion(ready, collection, checkedSize(next));
     this.#carried.delete(old._id);
     // Retire the old version (also when another worker won but may have died before doing so).
     await collection.updateOne(old, { $set: { current: false, leaseOwner: null, leaseUntil: null } });
@@ -294,6 +308,16 @@ export class MongoProcessBackend extends ProcessBackendBase {
     const ready = await this.#connection.ready();
     return { collection: ready.collection<ProcessVersionDocument>('process'), dialect: ready.dialect };
   }
+}
+
+/**
+ * The dialect's `insertVersion`; inside a transaction, an `_id` already taken is found by a read
+ * first: a duplicate-key error would abort the caller's transaction, and in a transaction the
+ * read is safe (a concurrent insert of the `_id` fails the transaction with a write conflict).
+ */
+async function insertVersion(ready: Ready, collection: Collection<ProcessVersionDocument>, version: NewProcessVersion): Promise<ProcessVersionDocument | null> {
+  if (ready.session && (await collection.findOne({ _id: version._id }, { projection: { _id: 1 } }))) return null;
+  return ready.dialect.insertVersion(collection, version);
 }
 
 /** The version, refused with `E_INVALID_VALUE` when its document would be over MongoDB's 16 MiB (its `data` is the item's JSON). */

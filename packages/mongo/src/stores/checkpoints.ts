@@ -1,7 +1,7 @@
 import type { Capabilities, JsonValue } from '@stowage/core';
 import { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from '@stowage/core/adapter';
 import type { Collection } from 'mongodb';
-import { StoreConnection } from '../connection.js';
+import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
 import type { MongoDialectName } from '../dialects/dialect.js';
 import type { CheckpointDocument } from '../documents.js';
 import { assertDocumentSize, duplicateKeyPattern, isDuplicateKeyError, toStowageError } from '../errors.js';
@@ -16,14 +16,16 @@ export interface MongoCheckpointStoreOptions extends MongoStoreOptions, Checkpoi
  * needs). `data` is the codec's text (strict JSON by default).
  */
 export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase<TData> {
-  readonly #connection: StoreConnection;
+  readonly #connection: StoreDatabase;
   readonly #collectionName: string;
+  readonly #options: MongoCheckpointStoreOptions;
 
   constructor(options: MongoCheckpointStoreOptions) {
     const settings = parseStoreOptions(options, 'checkpoints', 'MongoCheckpointStore');
     super(settings.identity, options);
     this.#collectionName = settings.collection;
-    this.#connection = new StoreConnection(settings, [{ kind: 'checkpoints', name: settings.collection, writeConcern: settings.writeConcern }]);
+    this.#options = options;
+    this.#connection = storeDatabase(options, settings, [{ kind: 'checkpoints', name: settings.collection, writeConcern: settings.writeConcern }]);
   }
 
   get capabilities(): Capabilities {
@@ -51,6 +53,11 @@ export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase
 
   protected override _close(): Promise<void> {
     return this.#connection.close();
+  }
+
+  /** This store inside the caller's transaction (see `withTransaction`): same collections, every command with the transaction's session. */
+  protected override _bind(session: object): this {
+    return new MongoCheckpointStore<TData>(viewOptions(this.#options, this.#connection, session)) as this;
   }
 
   /** One `insert`; a duplicate key says which unique index refused it (MongoDB names it; otherwise one read tells). */

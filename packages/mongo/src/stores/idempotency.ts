@@ -1,7 +1,7 @@
 import type { Capabilities } from '@stowage/core';
 import { IdempotencyStoreBase, type IdempotencyStoreBaseOptions, type StoredReservation, type StoredResult } from '@stowage/core/adapter';
-import type { Collection } from 'mongodb';
-import { StoreConnection } from '../connection.js';
+import type { ClientSession, Collection } from 'mongodb';
+import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
 import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
 import type { IdempotencyDocument } from '../documents.js';
 import { isDuplicateKeyError, toStowageError, upsertById } from '../errors.js';
@@ -16,14 +16,16 @@ export interface MongoIdempotencyStoreOptions extends MongoStoreOptions, Idempot
  * the claim, the others learn at once whether it is in flight or completed (with the result).
  */
 export class MongoIdempotencyStore extends IdempotencyStoreBase {
-  readonly #connection: StoreConnection;
+  readonly #connection: StoreDatabase;
+  readonly #options: MongoIdempotencyStoreOptions;
   readonly #collectionName: string;
 
   constructor(options: MongoIdempotencyStoreOptions) {
     const settings = parseStoreOptions(options, 'idempotency', 'MongoIdempotencyStore');
     super(settings.identity, options);
     this.#collectionName = settings.collection;
-    this.#connection = new StoreConnection(settings, [{ kind: 'idempotency', name: settings.collection, writeConcern: settings.writeConcern }]);
+    this.#options = options;
+    this.#connection = storeDatabase(options, settings, [{ kind: 'idempotency', name: settings.collection, writeConcern: settings.writeConcern }]);
   }
 
   get capabilities(): Capabilities {
@@ -51,6 +53,16 @@ export class MongoIdempotencyStore extends IdempotencyStoreBase {
 
   protected override _close(): Promise<void> {
     return this.#connection.close();
+  }
+
+  /** This store inside the caller's transaction (see `withTransaction`): same collections, every command with the transaction's session. */
+  protected override _bind(session: object): this {
+    return new MongoIdempotencyStore(viewOptions(this.#options, this.#connection, session)) as this;
+  }
+
+  /** A new transaction on the store's client (see `StoreConnection.transaction`): what `runOnce` runs in. */
+  protected override _runTransaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T> {
+    return this.#connection.transaction(fn);
   }
 
   /** A live record with a value: a completed result (an in-flight claim has none). */

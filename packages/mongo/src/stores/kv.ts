@@ -1,7 +1,7 @@
 import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
 import { KeyValueStoreBase, compareKeys, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
-import type { Collection } from 'mongodb';
-import { StoreConnection } from '../connection.js';
+import type { ClientSession, Collection } from 'mongodb';
+import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
 import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
 import type { KeyValueDocument } from '../documents.js';
 import { toStowageError } from '../errors.js';
@@ -17,14 +17,16 @@ export interface MongoKeyValueStoreOptions extends MongoStoreOptions, KeyValueSt
  * server has one) or `clearExpired()` removes it.
  */
 export class MongoKeyValueStore extends KeyValueStoreBase {
-  readonly #connection: StoreConnection;
+  readonly #connection: StoreDatabase;
   readonly #collectionName: string;
+  readonly #options: MongoKeyValueStoreOptions;
 
   constructor(options: MongoKeyValueStoreOptions) {
     const settings = parseStoreOptions(options, 'kv', 'MongoKeyValueStore');
     super(settings.identity, options);
     this.#collectionName = settings.collection;
-    this.#connection = new StoreConnection(settings, [{ kind: 'kv', name: settings.collection, writeConcern: settings.writeConcern }]);
+    this.#options = options;
+    this.#connection = storeDatabase(options, settings, [{ kind: 'kv', name: settings.collection, writeConcern: settings.writeConcern }]);
   }
 
   get capabilities(): Capabilities {
@@ -54,6 +56,11 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
     return this.#connection.close();
   }
 
+  /** This store inside the caller's transaction (see `withTransaction`): same collections, every command with the transaction's session. */
+  protected override _bind(session: object): this {
+    return new MongoKeyValueStore(viewOptions(this.#options, this.#connection, session)) as this;
+  }
+
   protected override async _get(key: string): Promise<string | null> {
     const { collection, dialect } = await this.#use();
     return (await readLive(collection, dialect, key, { value: 1 }))?.value ?? null;
@@ -67,8 +74,8 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
   }
 
   protected override async _set(key: string, value: string, ttl: number | undefined): Promise<void> {
-    const { collection, dialect } = await this.#use();
-    await dialect.writeValue(collection, { _id: key, fields: { value }, ttl });
+    const { collection, dialect, session } = await this.#use();
+    await dialect.writeValue(collection, { _id: key, fields: { value }, ttl }, session);
   }
 
   /** All or nothing where the server has transactions (see `StoreConnection.atomically`). */
@@ -125,8 +132,8 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
   }
 
   protected async _compareAndSet(key: string, value: string, expectedVersion: number | null, ttl: number | undefined): Promise<number | null> {
-    const { collection, dialect } = await this.#use();
-    return compareAndSetValue(collection, dialect, { _id: key, fields: { value }, ttl }, expectedVersion);
+    const { collection, dialect, session } = await this.#use();
+    return compareAndSetValue(collection, dialect, { _id: key, fields: { value }, ttl }, expectedVersion, session);
   }
 
   protected async _clearExpired(): Promise<number> {
@@ -134,9 +141,10 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
     return (await collection.deleteMany(dialect.expiredValues())).deletedCount;
   }
 
-  async #use(): Promise<{ collection: Collection<KeyValueDocument>; dialect: MongoDialect }> {
+  /** The collection and dialect; inside a transaction, its session (which the collection's commands already carry). */
+  async #use(): Promise<{ collection: Collection<KeyValueDocument>; dialect: MongoDialect; session: ClientSession | undefined }> {
     const ready = await this.#connection.ready();
-    return { collection: ready.collection<KeyValueDocument>('kv'), dialect: ready.dialect };
+    return { collection: ready.collection<KeyValueDocument>('kv'), dialect: ready.dialect, session: ready.session };
   }
 }
 

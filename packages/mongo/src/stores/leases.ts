@@ -1,6 +1,6 @@
 import type { Lease, LeaseDriver } from '@stowage/core/adapter';
 import type { Collection, Document, UpdateFilter } from 'mongodb';
-import type { Ready, StoreConnection } from '../connection.js';
+import type { Ready, StoreDatabase } from '../connection.js';
 import type { MongoDialect } from '../dialects/dialect.js';
 import type { LockDocument } from '../documents.js';
 
@@ -14,11 +14,11 @@ const RELEASE: UpdateFilter<LockDocument> = { $unset: { owner: '', expiresAt: ''
  * acquisitions woken by a change stream the moment a lease is released.
  */
 export class MongoLeases implements LeaseDriver {
-  readonly #connection: StoreConnection;
+  readonly #connection: StoreDatabase;
   readonly #kind: 'locks' | 'workflowLocks';
   #wakeups: ReleaseWakeups | undefined;
 
-  constructor(connection: StoreConnection, kind: 'locks' | 'workflowLocks') {
+  constructor(connection: StoreDatabase, kind: 'locks' | 'workflowLocks') {
     this.#connection = connection;
     this.#kind = kind;
   }

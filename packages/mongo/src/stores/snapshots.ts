@@ -1,7 +1,7 @@
 import { StowageError, type Capabilities, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
 import { SnapshotStoreBase, describeType, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
-import type { Collection, Document, WriteConcernSettings } from 'mongodb';
-import { StoreConnection, type StoreCollection } from '../connection.js';
+import type { ClientSession, Collection, Document, WriteConcernSettings } from 'mongodb';
+import { storeDatabase, viewOptions, type StoreCollection, type StoreDatabase } from '../connection.js';
 import type { MongoDialect, MongoDialectName, ValueWrite } from '../dialects/dialect.js';
 import type { SnapshotDocument } from '../documents.js';
 import { toStowageError } from '../errors.js';
@@ -32,9 +32,10 @@ export interface MongoSnapshotStoreOptions extends MongoStoreOptions {
  * version, updatedAt }`, listed newest first on the `{ ns, updatedAt, _id }` index.
  */
 export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends SnapshotStoreBase<TSnapshot> {
-  readonly #connection: StoreConnection;
+  readonly #connection: StoreDatabase;
   readonly #leases: MongoLeases | undefined;
   readonly #collectionName: string;
+  readonly #options: MongoSnapshotStoreOptions;
 
   constructor(options: MongoSnapshotStoreOptions) {
     const settings = parseStoreOptions(options, 'snapshots', 'MongoSnapshotStore');
@@ -44,12 +45,13 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
       const writeConcern = writeConcernOption(lock.writeConcern, MAJORITY);
       collections.push({ kind: 'workflowLocks', name: lock.collection ?? DEFAULT_COLLECTIONS.workflowLocks, writeConcern });
     }
-    const connection = new StoreConnection(settings, collections);
+    const connection = storeDatabase(options, settings, collections);
     const leases = lock ? new MongoLeases(connection, 'workflowLocks') : undefined;
     super(settings.identity, { prefix: options.prefix, ...(leases && { workflowLeases: leases, lockTtl: lock?.ttl }) });
     this.#connection = connection;
     this.#leases = leases;
     this.#collectionName = settings.collection;
+    this.#options = options;
   }
 
   get capabilities(): Capabilities {
@@ -91,14 +93,23 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
     await this.#connection.close();
   }
 
+  /**
+   * This store inside the caller's transaction (see `withTransaction`): same collection, every
+   * command with the transaction's session; without the workflow lock (a lease taken inside a
+   * transaction would vanish on rollback).
+   */
+  protected override _bind(session: object): this {
+    return new MongoSnapshotStore<TSnapshot>(viewOptions({ ...this.#options, lock: false }, this.#connection, session)) as this;
+  }
+
   protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect, session } = await this.#use();
     const write: ValueWrite = { _id: this.#id(id), fields: { value: document, ns: this.prefix }, ttl: undefined };
     if (expectedVersion === undefined) {
-      await dialect.writeValue(collection, write);
+      await dialect.writeValue(collection, write, session);
       return true;
     }
-    return (await compareAndSetValue(collection, dialect, write, expectedVersion)) !== null;
+    return (await compareAndSetValue(collection, dialect, write, expectedVersion, session)) !== null;
   }
 
   protected async _load(id: string): Promise<StoredSnapshot | null> {
@@ -127,9 +138,10 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
     return namespaceStart(this.prefix) + id;
   }
 
-  async #use(): Promise<{ collection: Collection<SnapshotDocument>; dialect: MongoDialect }> {
+  /** The collection and dialect; inside a transaction, its session (which the collection's commands already carry). */
+  async #use(): Promise<{ collection: Collection<SnapshotDocument>; dialect: MongoDialect; session: ClientSession | undefined }> {
     const ready = await this.#connection.ready();
-    return { collection: ready.collection<SnapshotDocument>('snapshots'), dialect: ready.dialect };
+    return { collection: ready.collection<SnapshotDocument>('snapshots'), dialect: ready.dialect, session: ready.session };
   }
 }
 

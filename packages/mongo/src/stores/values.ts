@@ -1,5 +1,5 @@
 import { globToRegexSource, type Glob } from '@stowage/core/adapter';
-import type { Collection, Document, Filter, UpdateResult } from 'mongodb';
+import type { ClientSession, Collection, Document, Filter, UpdateResult } from 'mongodb';
 import type { MongoDialect, ValueWrite } from '../dialects/dialect.js';
 import type { KeyValueDocument } from '../documents.js';
 import { isDuplicateKeyError } from '../errors.js';
@@ -28,17 +28,29 @@ export async function readLive<TDocument extends Document>(
  * then a read tells a conflict (the key is live) from a stored version not below this
  * process's candidate (written by another process within the same instant), which the next
  * attempt goes above.
+ *
+ * Inside a transaction (`session`, which `collection` is bound to) the read comes first: the
+ * duplicate-key error of a live key would abort the caller's transaction, and there the read is
+ * safe (a concurrent write of the key fails the transaction with a write conflict).
  */
 export async function compareAndSetValue(
   collection: Collection<KeyValueDocument>,
   dialect: MongoDialect,
   write: ValueWrite,
   expectedVersion: number | null,
+  session?: ClientSession,
 ): Promise<number | null> {
   if (expectedVersion !== null) {
     const version = dialect.nextVersion(expectedVersion);
     const { filter, update } = dialect.replaceValue(write, expectedVersion, version);
     return (await collection.updateOne(filter, update)).matchedCount === 1 ? version : null;
+  }
+  if (session) {
+    const stored = await dialect.inspectValue(collection, write._id);
+    if (stored?.live) return null;
+    const version = dialect.nextVersion(stored?.version);
+    const { filter, update } = dialect.createValue(write, version);
+    return (await applied(collection.updateOne(filter, update, { upsert: true }))) ? version : null;
   }
   let version = dialect.nextVersion();
   for (let attempt = 1; ; attempt++) {
