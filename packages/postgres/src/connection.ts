@@ -3,6 +3,7 @@ import { StowageError } from '@stowage/core';
 import pg from 'pg';
 import { driverError, sqlState } from './errors.js';
 import type { ConnectionSource } from './options.js';
+import { Sweepers, type SweepJob, type SweepRegistration } from './sweeper.js';
 import { Listener, type ReleaseWakeups } from './wakeups.js';
 
 /**
@@ -90,6 +91,8 @@ class SharedPool {
     if ((this.#pool as { ending?: unknown }).ending === true) this.#poolEnded();
   };
   #ending: Promise<void> | undefined;
+  /** The background sweepers of the tables the pool's stores use: one per table, however many stores. */
+  readonly sweepers = new Sweepers();
 
   constructor(pool: PostgresPool, owned: boolean, registryKey: string | undefined, listenConfig: object | undefined) {
     this.#pool = pool;
@@ -335,6 +338,14 @@ export class PostgresConnection {
   /** Wake-ups on `channel`, through the pool's one LISTEN connection. */
   listen(channel: string): ReleaseWakeups {
     return this.#shared.listener.subscribe(channel);
+  }
+
+  /**
+   * Adds `job` to the one background sweeper of `table` (`TableName.key`) on this pool, run
+   * every `interval` ms at most (see sweeper.ts); the registration ends the store's part.
+   */
+  sweep(table: string, job: SweepJob, interval: number): SweepRegistration {
+    return this.#shared.sweepers.register(table, job, interval);
   }
 
   /** Gives the store's share back: the last one ends a pool stowage created; a pool passed in is left open. */

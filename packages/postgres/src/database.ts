@@ -4,6 +4,7 @@ import { PostgresConnection, type PostgresQueryResult, type PostgresStatement } 
 import { UNDEFINED_SCHEMA, UNDEFINED_TABLE, driverError, sqlState } from './errors.js';
 import type { PostgresSettings } from './options.js';
 import { ensureSchema, latestCreation, storeDdl, storeObjects, type TableKind, type TableName } from './schema.js';
+import type { SweepJob, SweepRegistration } from './sweeper.js';
 import type { ReleaseWakeups } from './wakeups.js';
 
 export const POSTGRES_CAPABILITIES: Capabilities = Object.freeze({
@@ -37,7 +38,8 @@ export interface StoreDatabase {
   run(text: string, values?: unknown[]): Promise<PostgresQueryResult>;
   schemaSql(): string;
   listen(channel: string): ReleaseWakeups;
-  startCleanup(clearExpired: () => Promise<unknown>): void;
+  /** Adds `job` to the background sweeper of `table` (see {@link PostgresDatabase.sweep}). */
+  sweep(table: TableName, job: SweepJob): void;
   /** The same tables inside `transaction` (see {@link TransactionClient}). */
   bind(transaction: object): StoreDatabase;
   /** Runs `fn` in a new transaction on a client of the store's pool (see {@link PostgresDatabase.transaction}). */
@@ -118,7 +120,8 @@ class TransactionDatabase implements StoreDatabase {
     throw new StowageError('E_INVALID_OPTION', 'wake-ups need a connection of their own: they cannot live in a transaction');
   }
 
-  startCleanup(): void {}
+  /** A view inside a transaction sweeps nothing: its store's own database does. */
+  sweep(): void {}
 
   bind(transaction: object): StoreDatabase {
     return this.#parent.bind(transaction);
@@ -135,8 +138,8 @@ class TransactionDatabase implements StoreDatabase {
 /**
  * The Postgres side of one store, whatever its contract: its share of the connection (the
  * pool and the LISTEN connection, shared with the other stores on the same settings), the
- * store's tables and their once-per-pool creation, `run(sql, values)`, the background cleanup
- * timer, and `close`. Each store holds one (in a private field: it reaches the pool, whose
+ * store's tables and their once-per-pool creation, `run(sql, values)`, its jobs in the tables'
+ * background sweepers, and `close`. Each store holds one (in a private field: it reaches the pool, whose
  * settings hold the password) and adds only its statements.
  *
  * The kit's `StoreBase` refuses calls after `close()` and waits for the calls in flight before
@@ -151,9 +154,9 @@ export class PostgresDatabase implements StoreDatabase {
   readonly #cleanupInterval: number | undefined;
   readonly #snapshotPrefix: string;
   readonly #listeners: ReleaseWakeups[] = [];
+  readonly #sweeps: SweepRegistration[] = [];
   #ready: Promise<void> | undefined;
   #schemaIsReady = false;
-  #cleanupTimer: ReturnType<typeof setInterval> | undefined;
 
   /**
    * `snapshotPrefix`: the prefix of a snapshot store, which takes its rows of an adopted
@@ -244,16 +247,21 @@ export class PostgresDatabase implements StoreDatabase {
     return wakeups;
   }
 
-  /** Calls `clearExpired` every `cleanupInterval` ms when that option is set; failures wait for the next run. */
-  startCleanup(clearExpired: () => Promise<unknown>): void {
+  /**
+   * Adds `job` to the one background sweeper of `table` on the store's pool, which runs it every
+   * `cleanupInterval` ms (unless that is off) until the store closes: one sweeper per table
+   * however many stores point at it, and jobs of the same key run once per sweep (see
+   * sweeper.ts). `job.run` goes through the store's own calls, so `close()` waits for a run in
+   * progress; failures wait for the next run.
+   */
+  sweep(table: TableName, job: SweepJob): void {
     if (this.#cleanupInterval === undefined) return;
-    this.#cleanupTimer = setInterval(() => void clearExpired().catch(() => undefined), this.#cleanupInterval);
-    this.#cleanupTimer.unref();
+    this.#sweeps.push(this.#connection.sweep(table.key, job, this.#cleanupInterval));
   }
 
-  /** Stops the timer and the store's wake-ups; gives its share of the pool back (see `PostgresConnection.end`). */
+  /** Leaves the sweepers, ends the store's wake-ups; gives its share of the pool back (see `PostgresConnection.end`). */
   async close(): Promise<void> {
-    if (this.#cleanupTimer !== undefined) clearInterval(this.#cleanupTimer);
+    for (const registration of this.#sweeps) registration();
     await Promise.all(this.#listeners.map((listener) => listener.close()));
     await this.#ready?.catch(() => undefined);
     await this.#connection.end();

@@ -1,5 +1,5 @@
 import { StowageError } from '@stowage/core';
-import { assertOptionalDuration, booleanOption, describeType, utf8ByteLength, type StoreIdentity } from '@stowage/core/adapter';
+import { assertOptionalDuration, booleanOption, describeType, describeValue, utf8ByteLength, type StoreIdentity } from '@stowage/core/adapter';
 import type { PostgresPool } from './connection.js';
 import { DEFAULT_TABLE_NAMES, TableName, type TableKind } from './schema.js';
 
@@ -67,11 +67,22 @@ export interface PostgresStoreOptions extends PostgresConnectionOptions {
   autoCreate?: boolean;
   /** Same as `autoCreate` (the spelling of awaitly's Postgres snapshot store). */
   autoCreateTable?: boolean;
-  /** Delete expired rows every this many ms in the background (the timer never keeps the process alive). */
-  cleanupInterval?: number;
+  /**
+   * Ms between runs of the background sweeper, which deletes expired rows in batches (default
+   * {@link DEFAULT_CLEANUP_INTERVAL}, one minute; `false` or `0`: off, call `clearExpired()`
+   * yourself). One sweeper per table, however many stores use it; its timer never keeps the
+   * process alive and stops with the last store's `close()`.
+   */
+  cleanupInterval?: number | false;
 }
 
 export const DEFAULT_APPLICATION_NAME = 'stowage';
+
+/** The background sweeper's default interval: one minute. */
+export const DEFAULT_CLEANUP_INTERVAL = 60_000;
+
+/** The longest interval a Node.js timer takes (a longer one would fire after 1 ms). */
+const MAX_TIMER_MS = 2_147_483_647;
 
 /** PostgreSQL keeps `application_name` in a 64-byte name, terminator included. */
 const MAX_APPLICATION_NAME_BYTES = 63;
@@ -91,6 +102,7 @@ export type ConnectionSource = (
 export interface PostgresSettings {
   readonly connection: ConnectionSource;
   readonly autoCreate: boolean;
+  /** Ms between background sweeps; `undefined`: no sweeper (`cleanupInterval: false` or `0`). */
   readonly cleanupInterval: number | undefined;
   /** The store's own table: the `table` option (or `tableName`), else the default of `kind`. */
   mainTable(kind: TableKind): TableName;
@@ -112,13 +124,13 @@ export function postgresSettings<T extends PostgresStoreOptions>(options: T | st
   const schema = given.schema;
   const mainTable = alias(given, 'table', 'tableName');
   const autoCreate = booleanOption(alias(given, 'autoCreate', 'autoCreateTable'), 'autoCreate', true);
-  assertOptionalDuration(given.cleanupInterval, 'cleanupInterval');
+  const cleanupInterval = cleanupIntervalOf(given.cleanupInterval);
   // TableName checks the names (E_INVALID_OPTION unless plain identifiers).
   const table = (kind: TableKind, name: unknown) => new TableName((name ?? DEFAULT_TABLE_NAMES[kind]) as string, schema);
   const settings: PostgresSettings = {
     connection: connectionSource(given),
     autoCreate,
-    cleanupInterval: given.cleanupInterval,
+    cleanupInterval,
     mainTable: (kind) => table(kind, mainTable),
     table,
   };
@@ -128,6 +140,28 @@ export function postgresSettings<T extends PostgresStoreOptions>(options: T | st
 /** What a store tells the kit about itself: its name in errors and, for telemetry, the database and its main table. */
 export function storeIdentity(name: string, table: TableName): StoreIdentity {
   return { name, system: 'postgresql', collection: table.qualifiedName };
+}
+
+/** `cleanupInterval` as given: a positive integer of ms a timer can wait; `false`/`0` off; absent the default. */
+function cleanupIntervalOf(value: unknown): number | undefined {
+  if (value === undefined) return DEFAULT_CLEANUP_INTERVAL;
+  if (value === false || value === 0) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > MAX_TIMER_MS) {
+    throw new StowageError(
+      'E_INVALID_OPTION',
+      `cleanupInterval must be false, 0 (off) or a positive integer number of ms up to ${MAX_TIMER_MS}, got ${describeValue(value)}`,
+    );
+  }
+  return value;
+}
+
+/**
+ * A retention period (`historyRetention`, `snapshotRetention.finishedAfter`): undefined, or a
+ * positive integer number of ms (`E_INVALID_OPTION` otherwise).
+ */
+export function retentionOf(value: unknown, what: string): number | undefined {
+  assertOptionalDuration(value, what);
+  return value;
 }
 
 function connectionSource(options: PostgresConnectionOptions): ConnectionSource {

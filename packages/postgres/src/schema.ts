@@ -151,7 +151,11 @@ export const TABLE_INDEXES: Readonly<Record<TableKind, ReadonlyArray<readonly [s
     ['claimable_idx', '(process, state, lease_until)'],
     ['state_idx', '(process, state, id)'],
   ],
-  processTransitions: [['feed_idx', '(process, to_state, xid, seq)']],
+  processTransitions: [
+    ['feed_idx', '(process, to_state, xid, seq)'],
+    // historyRetention: the oldest rows first, without reading the rest of the log.
+    ['at_idx', '(at)'],
+  ],
 };
 
 /**
@@ -361,8 +365,8 @@ const TABLE_PRIVILEGES: Record<TableKind, string> = {
   checkpoints: 'SELECT, INSERT, UPDATE, DELETE',
   idempotency: 'SELECT, INSERT, UPDATE, DELETE',
   processItems: 'SELECT, INSERT, UPDATE',
-  // The log is only appended to and read (its identity column needs no grant on its sequence).
-  processTransitions: 'SELECT, INSERT',
+  // The log is appended to, read, and trimmed by historyRetention (its identity column needs no grant on its sequence).
+  processTransitions: 'SELECT, INSERT, DELETE',
 };
 
 /**

@@ -311,15 +311,27 @@ describeServer(`query plans on tables of ${ROWS.toLocaleString('en')} rows`, () 
   }
 
   test('every statement uses its index, as a generic and as a custom plan', { timeout: 600_000 }, async () => {
-    const common = { pool: recording, autoCreate: true };
+    // No background sweeper: only the calls below send statements (they call its jobs themselves).
+    const common = { pool: recording, autoCreate: true, cleanupInterval: false as const };
     const kv = new PostgresKeyValueStore({ ...common, table: tables.kv });
-    const snapshots = postgres({ ...common, table: tables.snapshots, lock: { lockTableName: tables.workflowLocks } });
+    const snapshots = postgres({
+      ...common,
+      table: tables.snapshots,
+      lock: { lockTableName: tables.workflowLocks },
+      snapshotRetention: { finishedAfter: 29 * 86_400_000 },
+    });
     const cache = new PostgresCacheProvider({ ...common, table: tables.cache, prefix: 'c3:' });
     const checkpoints = new PostgresCheckpointStore({ ...common, table: tables.checkpoints });
     const idempotency = new PostgresIdempotencyStore({ ...common, table: tables.idempotency });
     const breaker = new PostgresCircuitBreakerStore({ ...common, table: tables.circuitBreaker });
     const locks = new PostgresLockProvider({ ...common, table: tables.locks, wakeups: false });
-    const backend = new PostgresProcessBackend({ ...common, itemsTable: tables.processItems, transitionsTable: tables.processTransitions, wakeups: false });
+    const backend = new PostgresProcessBackend({
+      ...common,
+      itemsTable: tables.processItems,
+      transitionsTable: tables.processTransitions,
+      wakeups: false,
+      historyRetention: 7 * 86_400_000,
+    });
     const stores = [kv, snapshots, cache, checkpoints, idempotency, breaker, locks, backend];
     await Promise.all(stores.map((store) => store.ready()));
 
@@ -362,6 +374,7 @@ describeServer(`query plans on tables of ${ROWS.toLocaleString('en')} rows`, () 
         await snapshots.release('wf', lease!.ownerToken);
         await snapshots.clearExpiredLocks();
       }],
+      ['snapshots.clearFinished', () => snapshots.clearFinished()],
 
       ['cache.get', () => cache.get(cacheKey(3))],
       ['cache.get (coalesced)', () => Promise.all([103, 203].map((i) => cache.get(cacheKey(i))))],
@@ -433,6 +446,7 @@ describeServer(`query plans on tables of ${ROWS.toLocaleString('en')} rows`, () 
         await backend.extendLease({ process: 'p1', itemId: item.id, version: item.version, owner: 'me', lease: 60_000 });
         await backend.release({ process: 'p1', itemId: item.id, version: item.version, owner: 'me', delay: 0, refundAttempt: true });
         await backend.transition({ process: 'p1', itemId: item.id, from: 'a', version: claimed!.version, to: 'b', kind: 'advance', key: 'k' });
+        await backend.clearHistory();
       }],
     ];
 

@@ -20,8 +20,8 @@ import { ProcessBackendBase, booleanOption } from '@stowage/core/adapter';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase, type TransactionClient } from '../database.js';
 import { toStowageError } from '../errors.js';
 import { decodeText, encodeText } from '../key-encoding.js';
-import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
-import { dateFromMs } from '../sql.js';
+import { postgresSettings, retentionOf, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import { clearExpiredInBatches, dateFromMs } from '../sql.js';
 import type { ReleaseWakeups } from '../wakeups.js';
 import { PostgresProcessFeed, parseFeedPosition, type FeedPosition } from './feed.js';
 import { processStatements, type ItemRow } from './statements.js';
@@ -41,7 +41,7 @@ import { processStatements, type ItemRow } from './statements.js';
  * resume token is "xid:seq" of the last row read.
  */
 
-export interface PostgresProcessBackendOptions extends Omit<PostgresStoreOptions, 'table' | 'tableName' | 'cleanupInterval'> {
+export interface PostgresProcessBackendOptions extends Omit<PostgresStoreOptions, 'table' | 'tableName'> {
   /** The items table (default `stowage_process_items`). */
   itemsTable?: string;
   /** The transition log (default `stowage_process_transitions`). */
@@ -52,6 +52,14 @@ export interface PostgresProcessBackendOptions extends Omit<PostgresStoreOptions
    * feeds poll at the worker's `pollInterval`.
    */
   wakeups?: boolean;
+  /**
+   * How long the transition log keeps a row (default: for ever). With it, the background
+   * sweeper (and {@link PostgresProcessBackend.clearHistory}) deletes transitions recorded more
+   * than this many ms ago (server clock), in batches: `history(id)` then starts later. The log
+   * is also the change feed: keep it longer than any feed may lag (a feed that lags more relies
+   * on the engine's backlog scan to find items).
+   */
+  historyRetention?: number;
 }
 
 /** Creates a {@link ProcessBackend} on PostgreSQL. */
@@ -72,12 +80,14 @@ export class PostgresProcessBackend extends ProcessBackendBase {
   readonly #channel: string;
   readonly #wakeups: ReleaseWakeups | undefined;
   readonly #feeds = new Set<PostgresProcessFeed>();
+  readonly #historyRetention: number | undefined;
 
   constructor(options: PostgresProcessBackendOptions | string) {
     const { options: given, settings } = postgresSettings(options);
     const items = settings.table('processItems', given.itemsTable);
     const transitions = settings.table('processTransitions', given.transitionsTable);
     const wakeups = booleanOption(given.wakeups, 'wakeups', true);
+    const historyRetention = retentionOf(given.historyRetention, 'historyRetention');
     super(storeIdentity('PostgresProcessBackend', items));
     this.#options = given;
     this.#db = storeDatabase(given, settings, [
@@ -88,6 +98,23 @@ export class PostgresProcessBackend extends ProcessBackendBase {
     // A NOTIFY channel is an identifier of at most 63 bytes: name it after a hash of the table.
     this.#channel = `stowage_process_${createHash('sha256').update(items.key).digest('hex').slice(0, 24)}`;
     this.#wakeups = wakeups ? this.#db.listen(this.#channel) : undefined;
+    this.#historyRetention = historyRetention;
+    if (historyRetention !== undefined) {
+      this.#db.sweep(transitions, { key: `process:history:${historyRetention}`, run: () => this.clearHistory() });
+    }
+  }
+
+  /**
+   * Deletes transitions older than `historyRetention` (see that option) in batches, on the
+   * log's `at` index; returns how many. The background sweeper calls it; call it yourself with
+   * `cleanupInterval: false`.
+   */
+  clearHistory(): Promise<number> {
+    return this.call('process.clearHistory', async () => {
+      const retention = this.#historyRetention;
+      if (retention === undefined) throw new StowageError('E_INVALID_OPTION', 'clearHistory needs the historyRetention option');
+      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearHistory, [retention]));
+    });
   }
 
   /** `changeFeed` and `wakeups` are true once LISTEN was seen to work (after {@link ready}). */

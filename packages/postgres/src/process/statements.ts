@@ -1,4 +1,4 @@
-import { epochMs, msInterval } from '../sql.js';
+import { clearExpiredBatchSql, epochMs, msInterval } from '../sql.js';
 
 /** An item row as {@link processStatements} select it. */
 export interface ItemRow {
@@ -85,5 +85,7 @@ export function processStatements(items: string, transitions: string) {
         SELECT process, id, $3, state, version, $7, $9, $8 FROM moved
       )
       SELECT pg_notify($10, $11)::text AS notified, ${itemColumns} FROM moved`,
+    // historyRetention: log rows recorded more than $1 ms ago, a batch at a time on the `at` index.
+    clearHistory: clearExpiredBatchSql(transitions, `at < now() - ${msInterval('$1')}`),
   };
 }

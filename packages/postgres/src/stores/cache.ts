@@ -29,7 +29,8 @@ export class PostgresCacheProvider extends CacheProviderBase {
     super(storeIdentity('PostgresCacheProvider', table), { prefix: given.prefix, defaultTtl: given.defaultTtl, codec: given.codec, coalesce: given.coalesce });
     this.#db = new PostgresDatabase(settings, [['cache', table]]);
     this.#sql = cacheStatements(table.sql);
-    this.#db.startCleanup(() => this.clearExpired());
+    // Each cache clears its own prefix (on the (prefix, expires_at) index): one job per prefix.
+    this.#db.sweep(table, { key: `cache:expired:${JSON.stringify(this.prefix)}`, run: () => this.clearExpired() });
   }
 
   /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */

@@ -28,7 +28,7 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
     this.#options = given;
     this.#db = storeDatabase(given, settings, [['idempotency', table]]);
     this.#sql = idempotencyStatements(table.sql);
-    this.#db.startCleanup(() => this.clearExpired());
+    this.#db.sweep(table, { key: 'idempotency:expired', run: () => this.clearExpired() });
   }
 
   /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */

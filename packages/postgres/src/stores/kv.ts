@@ -47,7 +47,7 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
     this.#options = given;
     this.#db = storeDatabase(given, settings, [['kv', table]]);
     this.#sql = keyValueStatements(table);
-    this.#db.startCleanup(() => this.clearExpired());
+    this.#db.sweep(table, { key: 'kv:expired', run: () => this.clearExpired() });
   }
 
   /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */

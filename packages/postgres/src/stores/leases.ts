@@ -3,7 +3,7 @@ import type { Lease, LeaseDriver } from '@stowage/core/adapter';
 import type { StoreDatabase } from '../database.js';
 import { encodeText } from '../key-encoding.js';
 import type { TableName } from '../schema.js';
-import { dateFromMs, epochMs, msInterval, nextval } from '../sql.js';
+import { clearExpiredBatchSql, clearExpiredInBatches, dateFromMs, epochMs, msInterval, nextval } from '../sql.js';
 import type { ReleaseWakeups } from '../wakeups.js';
 
 /**
@@ -75,9 +75,9 @@ export class LeaseTable implements LeaseDriver {
     await this.#db.run(this.#sql.forceRelease, [encodeText(key), this.#channel]);
   }
 
-  async clearExpired(): Promise<number> {
-    const { rowCount } = await this.#db.run(this.#sql.clearExpired);
-    return rowCount ?? 0;
+  /** Deletes ended and expired leases in batches (see `clearExpiredBatchSql`); returns how many. */
+  clearExpired(): Promise<number> {
+    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired));
   }
 }
 
@@ -122,6 +122,6 @@ function leaseStatements(table: TableName) {
       SELECT pg_notify($3, key) FROM released`,
     forceRelease: `WITH released AS (${end} WHERE key = $1 AND expires_at > now() RETURNING key)
       SELECT pg_notify($2, key) FROM released`,
-    clearExpired: `DELETE FROM ${t} WHERE expires_at <= now()`,
+    clearExpired: clearExpiredBatchSql(t, 'expires_at <= now()'),
   };
 }

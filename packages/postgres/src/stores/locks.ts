@@ -35,7 +35,7 @@ export class PostgresLockProvider extends LockProviderBase {
     super(storeIdentity('PostgresLockProvider', table), leases);
     this.#db = db;
     this.#leases = leases;
-    this.#db.startCleanup(() => this.clearExpired());
+    this.#db.sweep(table, { key: 'leases:expired', run: () => this.clearExpired() });
   }
 
   /** `wakeups` (and `changeFeed`) are true once LISTEN was seen to work; see {@link ready}. */

@@ -3,9 +3,9 @@ import { SnapshotStoreBase, type SnapshotCursor, type StoredSnapshot, type Store
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
 import { toStowageError } from '../errors.js';
 import { decodeText, encodeText } from '../key-encoding.js';
-import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import { postgresSettings, retentionOf, storeIdentity, type PostgresStoreOptions } from '../options.js';
 import type { TableKind, TableName } from '../schema.js';
-import { NOW_MS, dateFromMs, epochMs, inKeyRange, keyRange, nextval, timestampFromMs } from '../sql.js';
+import { NOW_MS, clearExpiredBatchSql, clearExpiredInBatches, dateFromMs, epochMs, inKeyRange, keyRange, msInterval, nextval, timestampFromMs } from '../sql.js';
 import { LeaseTable } from './leases.js';
 
 export interface PostgresWorkflowLockOptions {
@@ -20,6 +20,21 @@ export interface PostgresSnapshotStoreOptions extends PostgresStoreOptions {
   prefix?: string;
   /** Also implement awaitly's `WorkflowLock`, so one process runs a workflow id at a time (`true`: default lock options). */
   lock?: PostgresWorkflowLockOptions | boolean;
+  /**
+   * How long snapshots of finished workflows are kept (default: for ever). With `finishedAfter`,
+   * the background sweeper (and {@link PostgresSnapshotStore.clearFinished}) deletes this
+   * store's snapshots whose `execution.status` is `"completed"` or `"failed"` and that were not
+   * saved for that many ms (server clock): awaitly's `idem:<key>` records of completed runs,
+   * for example. A snapshot without that status (a running workflow, a document of another
+   * shape) is never removed.
+   */
+  snapshotRetention?: PostgresSnapshotRetention;
+}
+
+/** See {@link PostgresSnapshotStoreOptions.snapshotRetention}. */
+export interface PostgresSnapshotRetention {
+  /** Ms after its last save that a finished workflow's snapshot is deleted. */
+  finishedAfter?: number;
 }
 
 /**
@@ -38,10 +53,13 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
   /** The options the store was created with: its views inside transactions are created from them. */
   readonly #options: object;
   readonly #sql: ReturnType<typeof snapshotStatements>;
+  /** `snapshotRetention.finishedAfter`, when given. */
+  readonly #finishedAfter: number | undefined;
 
   constructor(options: PostgresSnapshotStoreOptions | string) {
     const { options: given, settings } = postgresSettings(options);
     const lock = workflowLockOptions(given.lock);
+    const finishedAfter = finishedAfterOf(given.snapshotRetention);
     if (lock !== undefined && new.target === PostgresSnapshotStore) {
       throw new StowageError('E_INVALID_OPTION', 'lock: create the store with postgres({ lock }) or new PostgresLockingSnapshotStore()');
     }
@@ -57,7 +75,24 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
     this.#options = given;
     this.#db = db;
     this.#sql = snapshotStatements(table);
-    if (workflowLock) this.#db.startCleanup(() => this.clearExpiredLocks!());
+    this.#finishedAfter = finishedAfter;
+    if (workflowLock) this.#db.sweep(workflowLock.table, { key: 'leases:expired', run: () => this.clearExpiredLocks!() });
+    if (finishedAfter !== undefined) {
+      this.#db.sweep(table, { key: `snapshots:finished:${JSON.stringify(this.prefix)}:${finishedAfter}`, run: () => this.clearFinished() });
+    }
+  }
+
+  /**
+   * Deletes this store's snapshots of finished workflows older than
+   * `snapshotRetention.finishedAfter` (see that option), in batches; returns how many. The
+   * background sweeper calls it; call it yourself with `cleanupInterval: false`.
+   */
+  clearFinished(): Promise<number> {
+    return this.call('snapshots.clearFinished', async () => {
+      const finishedAfter = this.#finishedAfter;
+      if (finishedAfter === undefined) throw new StowageError('E_INVALID_OPTION', 'clearFinished needs the snapshotRetention: { finishedAfter } option');
+      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearFinished, [this.prefix, finishedAfter]));
+    });
   }
 
   /** Creates the tables if needed; every operation awaits it, so call it only to fail fast at start-up. */
@@ -169,6 +204,12 @@ export function snapshotStatements(table: TableName) {
     // list({ prefix }): ids from $3 (inclusive) to $4 (exclusive).
     listInRange: `${list} AND ${idRange} ${order}`,
     listInRangeAfter: `${list} AND ${idRange} AND ${afterCursor('$5', '$6')} ${order}`,
+    // clearFinished: finished snapshots of prefix $1 not saved for $2 ms, on the list index's
+    // (prefix, updated_at) range; the status is read from the document only for those rows.
+    clearFinished: clearExpiredBatchSql(
+      t,
+      `prefix = $1 AND updated_at < now() - ${msInterval('$2')} AND (snapshot -> 'execution' ->> 'status') IN ('completed', 'failed')`,
+    ),
   };
 }
 
@@ -188,6 +229,15 @@ export class PostgresLockingSnapshotStore<TSnapshot extends object = WorkflowSna
   constructor(options: PostgresSnapshotStoreOptions & { lock: PostgresWorkflowLockOptions | true }) {
     super(options);
   }
+}
+
+/** `snapshotRetention.finishedAfter` as given (`E_INVALID_OPTION` unless an object with a positive duration). */
+function finishedAfterOf(retention: unknown): number | undefined {
+  if (retention === undefined) return undefined;
+  if (retention === null || typeof retention !== 'object' || Array.isArray(retention)) {
+    throw new StowageError('E_INVALID_OPTION', 'snapshotRetention must be an object: { finishedAfter: ms }');
+  }
+  return retentionOf((retention as PostgresSnapshotRetention).finishedAfter, 'snapshotRetention.finishedAfter');
 }
 
 /** `lock` as given: `true` means the defaults, `false`/absent no lock. */

@@ -1,0 +1,134 @@
+/**
+ * The background sweeper: removes expired rows (and, where a retention is set, finished
+ * snapshots and old transition history) without anyone calling `clearExpired()`.
+ *
+ * There is one sweeper per table per shared pool (see `SharedPool` in connection.ts), however
+ * many stores point at the table: stores on the same settings, several `new …Store()` on the
+ * same table, every store of one `connect()`, every store given the same `pg.Pool`. Each store
+ * registers the jobs it wants ({@link SweepJob}); jobs with the same key (every key-value store
+ * on a table asks for the same `clearExpired`) run once per sweep, by whichever of their stores
+ * is still open. The sweeper runs every `cleanupInterval` ms (the shortest its stores asked
+ * for), on an `unref`'d timer that never keeps the process alive, and stops when its last store
+ * closes. A failed job is retried by the next run; nothing it throws escapes.
+ */
+
+/** One thing a store wants swept on its table. */
+export interface SweepJob {
+  /** Jobs with the same key on one table are the same work: it runs once per sweep. */
+  readonly key: string;
+  /** Removes what the job removes (in bounded batches), through the store's own calls. */
+  readonly run: () => Promise<unknown>;
+}
+
+/** What {@link Sweepers.register} returns: ends the store's part in the sweeper. */
+export type SweepRegistration = () => void;
+
+/** The sweeper of one table (see the file comment). */
+export class TableSweeper {
+  /** The table, as `TableName.key` names it. */
+  readonly table: string;
+  /** Each job key's registrations, each with the interval its store asked for. */
+  readonly #jobs = new Map<string, Set<{ run: () => Promise<unknown>; interval: number }>>();
+  readonly #onEmpty: () => void;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  #interval: number | undefined;
+  #running: Promise<void> | undefined;
+
+  constructor(table: string, onEmpty: () => void) {
+    this.table = table;
+    this.#onEmpty = onEmpty;
+  }
+
+  /** Ms between runs: the shortest interval of the registered stores (undefined once none is left). */
+  get interval(): number | undefined {
+    return this.#interval;
+  }
+
+  /** The distinct jobs of a run. */
+  get jobKeys(): string[] {
+    return [...this.#jobs.keys()];
+  }
+
+  add(job: SweepJob, interval: number): SweepRegistration {
+    const registration = { run: job.run, interval };
+    let registrations = this.#jobs.get(job.key);
+    if (!registrations) this.#jobs.set(job.key, (registrations = new Set()));
+    registrations.add(registration);
+    this.#schedule();
+    let removed = false;
+    return () => {
+      if (removed) return;
+      removed = true;
+      registrations.delete(registration);
+      if (registrations.size === 0 && this.#jobs.get(job.key) === registrations) this.#jobs.delete(job.key);
+      this.#schedule();
+    };
+  }
+
+  /**
+   * One run: every distinct job once, one after another (each job's batches are statements of
+   * their own, so the pool interleaves the stores' work with them). A run still going when the
+   * timer fires again is not doubled: the caller gets the same run. Never rejects.
+   */
+  sweep(): Promise<void> {
+    this.#running ??= (async () => {
+      try {
+        for (const registrations of [...this.#jobs.values()]) {
+          // The first registration still there runs it; a store that closed meanwhile rejects
+          // with E_CLOSED, and the job waits for the next run.
+          const [first] = registrations;
+          await first?.run().catch(() => undefined);
+        }
+      } finally {
+        this.#running = undefined;
+      }
+    })();
+    return this.#running;
+  }
+
+  /** (Re)starts the timer at the shortest interval asked for; stops it, and leaves, when no job is left. */
+  #schedule(): void {
+    const intervals = [...this.#jobs.values()].flatMap((registrations) => [...registrations].map((registration) => registration.interval));
+    const interval = intervals.length === 0 ? undefined : Math.min(...intervals);
+    if (interval === this.#interval) return;
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#interval = interval;
+    if (interval === undefined) {
+      this.#onEmpty();
+      return;
+    }
+    this.#timer = setInterval(() => void this.sweep(), interval);
+    this.#timer.unref();
+  }
+}
+
+/** The sweepers of one shared pool, by table. */
+export class Sweepers {
+  readonly #byTable = new Map<string, TableSweeper>();
+
+  /** Adds `job` to the sweeper of `table` (creating it), run every `interval` ms at most. */
+  register(table: string, job: SweepJob, interval: number): SweepRegistration {
+    let sweeper = this.#byTable.get(table);
+    if (!sweeper) {
+      const created = new TableSweeper(table, () => {
+        if (this.#byTable.get(table) === created) this.#byTable.delete(table);
+        running.delete(created);
+      });
+      this.#byTable.set(table, (sweeper = created));
+      running.add(created);
+    }
+    return sweeper.add(job, interval);
+  }
+}
+
+/** Every sweeper of the process that has a job. */
+const running = new Set<TableSweeper>();
+
+/**
+ * The sweepers of the process that have a job, of `table` (`TableName.key`) or of every table:
+ * for tests and diagnostics (`await sweeper.sweep()` runs one at once).
+ */
+export function activeSweepers(table?: string): TableSweeper[] {
+  return [...running].filter((sweeper) => table === undefined || sweeper.table === table);
+}
