@@ -1,11 +1,12 @@
 /**
- * The workload on the in-memory adapter and on PostgreSQL, with OpenTelemetry recording both,
+ * The workload on the in-memory adapter, on PostgreSQL and on MongoDB, with OpenTelemetry recording it,
  * and a compact print-out of the spans and metrics that were exported.
  */
 import { randomUUID } from 'node:crypto';
 import type { MetricData } from '@opentelemetry/sdk-metrics';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { MemoryCacheProvider, MemoryKeyValueStore, MemoryLockProvider, MemoryProcessBackend } from '@stowage/core/memory';
+import { MongoCacheProvider, MongoKeyValueStore, MongoLockProvider, MongoProcessBackend } from '@stowage/mongo';
 import { PostgresCacheProvider, PostgresKeyValueStore, PostgresLockProvider, PostgresProcessBackend } from '@stowage/postgres';
 import { runWorkload, type Stores } from './workload.ts';
 
@@ -18,6 +19,11 @@ export async function postgresStores(url: string): Promise<Stores> {
   const locks = new PostgresLockProvider({ url, pool: { max: 1 } });
   await locks.ready(); // opens the LISTEN connection, so the release's NOTIFY finds the waiter
   return { kv: new PostgresKeyValueStore({ url }), cache: new PostgresCacheProvider({ url }), locks, processes: new PostgresProcessBackend({ url }) };
+}
+
+export function mongoStores(url: string, database: string): Stores {
+  const options = { url, database };
+  return { kv: new MongoKeyValueStore(options), cache: new MongoCacheProvider(options), locks: new MongoLockProvider(options), processes: new MongoProcessBackend(options) };
 }
 
 /** Runs the workload on `stores` under a fresh run id, then closes them. */

@@ -1,7 +1,8 @@
 /**
- * The spans and metrics OpenTelemetry exports for the example's short run, in memory and on a
- * PostgreSQL server (STOWAGE_POSTGRES_URL; under CI=true a missing server fails the run), and
- * `pnpm start` on the embedded PostgreSQL it uses by default.
+ * The spans and metrics OpenTelemetry exports for the example's short run, in memory, on a
+ * PostgreSQL server (STOWAGE_POSTGRES_URL; under CI=true a missing server fails the run) and on
+ * MongoDB (jongodb, started for the test), and `pnpm start` on the embedded PostgreSQL it uses
+ * by default.
  */
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -9,9 +10,9 @@ import { promisify } from 'node:util';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { DataPoint, Histogram, MetricData } from '@opentelemetry/sdk-metrics';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { findPostgresServer, type FoundBackend } from '@stowage/test-env';
+import { findPostgresServer, startJongodb, type FoundBackend } from '@stowage/test-env';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { memoryStores, postgresStores, runOn } from '../src/demo.ts';
+import { memoryStores, mongoStores, postgresStores, runOn } from '../src/demo.ts';
 import { startTelemetry, type Telemetry } from '../src/telemetry.ts';
 import { SECRET_KEY_PART, SECRET_VALUE_PART } from '../src/workload.ts';
 
@@ -73,7 +74,7 @@ function checkSpans(all: readonly ReadableSpan[], expected: Expected): void {
     expect(span.kind).toBe(expected.kind);
     expect(span.attributes['db.operation.name']).toBe(span.name);
     expect(span.attributes['db.collection.name']).toBe(expected.collections[contract]);
-    expect(span.attributes['stowage.store']).toMatch(/^(Memory|Postgres)[A-Za-z]+$/);
+    expect(span.attributes['stowage.store']).toMatch(/^(Memory|Postgres|Mongo)[A-Za-z]+$/);
     expect(span.attributes).not.toHaveProperty('stowage.key'); // keys only when asked for (includeKeys)
     expect(span.ended).toBe(true);
   }
@@ -194,6 +195,33 @@ describe('the run on a PostgreSQL server', () => {
       collections: { kv: 'awaitly_workflow_state', cache: 'stowage_cache', locks: 'stowage_locks', process: 'stowage_process_items' },
       extraCalls: { 'locks.ready': 1 },
       wakeups: 1, // the release's NOTIFY woke the waiter, long before its 60 s poll
+    };
+    checkSpans(spans, expected);
+    checkMetrics(metrics, spans, expected);
+    checkNothingLeaks(spans, metrics);
+  });
+});
+
+describe('the run on MongoDB (jongodb)', () => {
+  let server: FoundBackend;
+
+  beforeAll(async () => {
+    server = await startJongodb();
+  });
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it('exports one span per call and the metrics of the run, without keys or values', async () => {
+    telemetry = startTelemetry();
+    await runOn(mongoStores(server.url, `telemetry_${process.pid}`));
+    const spans = telemetry.spans();
+    const metrics = await telemetry.metrics();
+    const expected: Expected = {
+      system: 'mongodb',
+      kind: SpanKind.CLIENT,
+      collections: { kv: 'workflow_state', cache: 'stowage_cache', locks: 'stowage_locks', process: 'stowage_process' },
+      wakeups: 0, // jongodb has no change streams: the waiter polls, no release wakes it
     };
     checkSpans(spans, expected);
     checkMetrics(metrics, spans, expected);
