@@ -423,11 +423,11 @@ async function holdAcross(stores: Stores, guard: ReconnectingGuard, ttl: number)
   return {
     afterFailover: async (wait: number) => {
       const askedAgain = hostClock();
-      const second = await stores.locks.acquire(key, ttl, { wait });
+      const second = await untilAvailable(() => stores.locks.acquire(key, ttl, { wait }));
       if (second === null) throw new Error(`${key} was not granted again within ${formatMs(wait)}`);
       const secondWrite = await guard.write(key, holderOf(second, ttl, askedAgain, hostClock()), figures);
       const lateWrite = await guard.write(key, firstHolder, figures);
-      await second.release();
+      await untilAvailable(() => second.release());
       return { firstFence: first.fence, secondFence: second.fence, firstWrite, secondWrite, lateWrite, overlaps: figures.overlaps };
     },
   };
@@ -665,16 +665,22 @@ async function asynchronousLoss(target: BackendTarget, report: BackendReport, bu
     proxy.retarget(endpoint(clusters.standby));
     await clusters.promote();
 
-    // On the new primary, through the proxy: the application's view.
-    const lostBefore = await lostOf(stores, before);
-    const lostAfter = await lostOf(stores, after);
+    // On the new primary, through the proxy: the application's view. Fresh stores: what is
+    // measured is the data, not how the old pool meets its dead connections (the sync part does).
+    await closeStores(stores);
+    stores = openStores(storeOptions(url, schema, budget.timeoutMs));
+    const promoted = stores;
+    const lostBefore = await untilAvailable(() => lostOf(promoted, before));
+    const lostAfter = await untilAvailable(() => lostOf(promoted, after));
     const afterCount = 4 * budget.asyncWrites;
-    const handle = await stores.locks.acquire(FENCED, 60_000);
+    const handle = await untilAvailable(() => promoted.locks.acquire(FENCED, 60_000));
     const newFence = handle?.fence ?? NaN;
     await handle?.release();
     const fencesAgain = [...before.fences, ...after.fences].filter((fence) => fence >= newFence).length;
     let secondWinners = 0;
-    for (const key of after.idempotency) if ((await stores.idempotency.reserve(key, 120_000)).status === 'acquired') secondWinners += 1;
+    for (const key of after.idempotency) {
+      if ((await untilAvailable(() => promoted.idempotency.reserve(key, 120_000))).status === 'acquired') secondWinners += 1;
+    }
 
     report.info(CHECK, label('replication stopped, then acknowledged by the primary alone'), `${budget.asyncWrites} × 4 kinds, ${budget.asyncWrites} lock grants`);
     report.info(CHECK, label('WAL the standby lacked when the primary died'), `${behindBytes} bytes`);
@@ -703,6 +709,22 @@ async function asynchronousLoss(target: BackendTarget, report: BackendReport, bu
     if (stores) await closeStores(stores);
     await proxy.close();
     await clusters.stop();
+  }
+}
+
+/**
+ * `fn`, again while it fails with `E_UNAVAILABLE`/`E_TIMEOUT` (up to 10 times, 200 ms apart): the
+ * parent's own calls after the failover, as an application retries them. The load's calls are
+ * never retried here: their failures are what the sync part counts.
+ */
+async function untilAvailable<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (attempt >= 10 || !(isStowageError(error, 'E_UNAVAILABLE') || isStowageError(error, 'E_TIMEOUT'))) throw error;
+      await sleep(200);
+    }
   }
 }
 
