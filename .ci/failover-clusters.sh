@@ -83,7 +83,8 @@ server_conf() {
   cat <<CONF
 listen_addresses = '127.0.0.1'
 port = $port
-unix_socket_directories = '$state'
+# TCP only: a socket path under a long \$TMPDIR would pass the 107-byte limit of socket paths.
+unix_socket_directories = ''
 cluster_name = '$name'
 max_connections = 200
 shared_buffers = 32MB
