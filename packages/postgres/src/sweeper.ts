@@ -1,3 +1,5 @@
+import { StowageError } from '@stowage/core';
+
 /**
  * The background sweeper: removes expired rows (and, where a retention is set, finished
  * snapshots and old transition history) without anyone calling `clearExpired()`.
@@ -74,10 +76,15 @@ export class TableSweeper {
     this.#running ??= (async () => {
       try {
         for (const registrations of [...this.#jobs.values()]) {
-          // The first registration still there runs it; a store that closed meanwhile rejects
-          // with E_CLOSED, and the job waits for the next run.
-          const [first] = registrations;
-          await first?.run().catch(() => undefined);
+          // One store runs the job; a store closing meanwhile (E_CLOSED) hands it to the next.
+          // Any other failure (the database is down) waits for the next run.
+          for (const registration of [...registrations]) {
+            const closed = await registration.run().then(
+              () => false,
+              (error: unknown) => error instanceof StowageError && error.code === 'E_CLOSED',
+            );
+            if (!closed) break;
+          }
         }
       } finally {
         this.#running = undefined;

@@ -138,6 +138,22 @@ describeServer('retention by default', () => {
     await counting.end();
   });
 
+  test('a store closing during a sweep hands its job to another store on the table', async () => {
+    const tables = freshTables();
+    const [closing, open] = [new PostgresKeyValueStore({ url, table: tables.kv }), new PostgresKeyValueStore({ url, table: tables.kv })];
+    await closing.set('gone', 'v', { ttl: 60_000 });
+    await admin.query(`UPDATE ${quoteIdentifier(tables.kv)} SET expires_at = now() - interval '1 second'`);
+    const sweeper = sweeperOf(tables.kv);
+    // A call in flight keeps the closing store in the sweeper until it settles; the store
+    // refuses new calls (E_CLOSED) from close() on, and the sweep starts with its job.
+    const inFlight = closing.get('gone');
+    const closed = closing.close();
+    await sweeper.sweep();
+    await Promise.all([inFlight, closed]);
+    expect(await keysOf(tables.kv)).toEqual([]);
+    await open.close();
+  });
+
   test('expired rows go in bounded batches through the sweeper', async () => {
     const tables = freshTables();
     const counting = new CountingPool(new pg.Pool({ connectionString: url, max: 2 }));
