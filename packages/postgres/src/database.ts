@@ -138,9 +138,9 @@ class TransactionDatabase implements StoreDatabase {
 /**
  * The Postgres side of one store, whatever its contract: its share of the connection (the
  * pool and the LISTEN connection, shared with the other stores on the same settings), the
- * store's tables and their once-per-pool creation, `run(sql, values)`, its jobs in the tables'
- * background sweepers, and `close`. Each store holds one (in a private field: it reaches the pool, whose
- * settings hold the password) and adds only its statements.
+ * store's tables and their once-per-pool creation, `run(sql, values)`, its jobs in the
+ * tables' background sweepers, and `close`. Each store holds one (in a private field: it
+ * reaches the pool, whose settings hold the password) and adds only its statements.
  *
  * The kit's `StoreBase` refuses calls after `close()` and waits for the calls in flight before
  * the store's `_close()` calls {@link close}, so nothing here checks state.
