@@ -104,9 +104,12 @@ export function storeDatabase(options: object, settings: MongoSettings, collecti
   return (options as { [VIEW_DATABASE]?: StoreDatabase })[VIEW_DATABASE] ?? new StoreConnection(settings, collections);
 }
 
-/** The options of a store's view inside the transaction of `session` (`withTransaction`): the store's own options, on `db` bound to it. */
+/**
+ * The options of a store's view inside the transaction of `session` (`withTransaction`): the
+ * store's own options, on `db` bound to it, each call sent on its own (no coalescing).
+ */
 export function viewOptions<T extends object>(options: T, db: StoreDatabase, session: object): T {
-  return { ...options, [VIEW_DATABASE]: db.bind(session) };
+  return { ...options, coalesce: false, [VIEW_DATABASE]: db.bind(session) };
 }
 
 /**
