@@ -1,3 +1,4 @@
+import type { JsonObject } from '@stowage/core';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { MongoCheckpointStore, MongoIdempotencyStore, MongoKeyValueStore, MongoLockProvider, MongoProcessBackend, mongo } from '../src/index.js';
@@ -67,7 +68,7 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
 
   it('kv, snapshots, checkpoints and idempotency records commit with the caller’s transaction, and a rollback leaves nothing', async () => {
     const kv = await new MongoKeyValueStore(options('kv')).connect();
-    const snapshots = await mongo(options('snapshots')).connect();
+    const snapshots = await mongo<JsonObject>(options('snapshots')).connect();
     const checkpoints = await new MongoCheckpointStore(options('checkpoints')).connect();
     const idempotency = await new MongoIdempotencyStore(options('idem')).connect();
     await kv.set('kept', 'before');
