@@ -104,7 +104,7 @@ export class PostgresData {
     };
     switch (kind) {
       case 'kv': {
-        const kv = new PostgresKeyValueStore({ pool, schema: s, table });
+        const kv = new PostgresKeyValueStore({ pool, schema: s, table, cleanupInterval: false });
         await kv.ready();
         await unlogged(table);
         await q(
@@ -117,7 +117,7 @@ export class PostgresData {
         break;
       }
       case 'snapshots': {
-        const snapshots = postgres<object>({ pool, schema: s, table });
+        const snapshots = postgres<object>({ pool, schema: s, table, cleanupInterval: false });
         await snapshots.ready();
         await unlogged(table);
         // saved a millisecond apart, newest first: item g of the list is row g
@@ -133,7 +133,7 @@ export class PostgresData {
         break;
       }
       case 'cache': {
-        const cache = new PostgresCacheProvider({ pool, schema: s, table, prefix: 'bench' });
+        const cache = new PostgresCacheProvider({ pool, schema: s, table, cleanupInterval: false, prefix: 'bench' });
         await cache.ready();
         await unlogged(table);
         await q(

@@ -64,6 +64,7 @@ async function open(target: HandoffTarget): Promise<{ provider: LockProvider; wa
       url: target.url,
       schema: target.schema,
       wakeups: target.wakeups,
+      cleanupInterval: false,
       applicationName: target.applicationName,
       pool: { max: target.poolSize },
     });

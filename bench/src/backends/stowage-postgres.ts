@@ -16,15 +16,17 @@ export interface OpenedStowage {
 }
 
 export async function openStowagePostgres(pool: pg.Pool, schema: string): Promise<OpenedStowage> {
+  // No background sweeper: its statements would land in the measured windows and their counts.
+  const shared = { pool, schema, cleanupInterval: false } as const;
   const set: StowageSet = {
-    kv: new PostgresKeyValueStore({ pool, schema }),
-    snapshots: postgres({ pool, schema, lock: {} }),
-    locks: new PostgresLockProvider({ pool, schema }),
-    cache: new PostgresCacheProvider({ pool, schema, prefix: 'bench' }),
+    kv: new PostgresKeyValueStore(shared),
+    snapshots: postgres({ ...shared, lock: {} }),
+    locks: new PostgresLockProvider(shared),
+    cache: new PostgresCacheProvider({ ...shared, prefix: 'bench' }),
   };
   const anchorOn = (coalesce: boolean): AnchorStores => ({
-    kv: new PostgresKeyValueStore({ pool, schema, table: ANCHOR_TABLES.kv, coalesce }),
-    cache: new PostgresCacheProvider({ pool, schema, table: ANCHOR_TABLES.cache, prefix: ANCHOR_CACHE_PREFIX, coalesce }),
+    kv: new PostgresKeyValueStore({ ...shared, table: ANCHOR_TABLES.kv, coalesce }),
+    cache: new PostgresCacheProvider({ ...shared, table: ANCHOR_TABLES.cache, prefix: ANCHOR_CACHE_PREFIX, coalesce }),
   });
   const anchor = anchorOn(true);
   const anchorVariant = anchorOn(false);
@@ -44,7 +46,7 @@ export async function openStowagePostgres(pool: pg.Pool, schema: string): Promis
 
 /** A lock provider on its own pool; `wakeups: false` polls only (no LISTEN connection). */
 export async function openPostgresLockProvider(pool: pg.Pool, schema: string, wakeups: boolean): Promise<PostgresLockProvider> {
-  const provider = new PostgresLockProvider({ pool, schema, wakeups });
+  const provider = new PostgresLockProvider({ pool, schema, wakeups, cleanupInterval: false });
   await provider.ready();
   return provider;
 }
