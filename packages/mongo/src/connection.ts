@@ -6,7 +6,7 @@ import type { MongoDialect, MongoDialectName } from './dialects/dialect.js';
 import { dialectFor, serverFeatures, type ServerFeatures } from './dialects/detect.js';
 import type { MongoSettings } from './options.js';
 import { collectionSpec, ensureCollection, inspectCollection, type MongoCollectionKind } from './schema.js';
-import { assertInTransaction, assertSessionOf, noTransactionsError, sessionBound } from './transactions.js';
+import { assertInTransaction, assertSessionOf, noTransactionsError, sessionBound, unwrapTransient } from './transactions.js';
 
 /** The client and database a store works with. */
 export class MongoConnection {
@@ -273,7 +273,11 @@ export class StoreConnection implements StoreDatabase {
         // Kept from the callback: early 6.x drivers resolve `withTransaction` to the commit's reply.
         let result: T | undefined;
         await session.withTransaction(async () => {
-          result = await operation(session);
+          try {
+            result = await operation(session);
+          } catch (error) {
+            throw unwrapTransient(error);
+          }
         });
         return result as T;
       } catch (error) {

@@ -38,8 +38,9 @@ const OPTIONS_ARGUMENT: Readonly<Record<string, number>> = {
  */
 export function sessionBound<TDocument extends Document>(collection: Collection<TDocument>, session: ClientSession, check: () => void): Collection<TDocument> {
   return new Proxy(collection, {
-    get(target, property, receiver) {
-      const value: unknown = Reflect.get(target, property, receiver);
+    get(target, property) {
+      // Read on the collection itself: its getters may use private fields a proxy does not have.
+      const value: unknown = Reflect.get(target, property);
       if (typeof value !== 'function' || typeof property !== 'string') return value;
       const at = OPTIONS_ARGUMENT[property];
       if (at === undefined) {
@@ -89,4 +90,17 @@ export function noTransactionsError(): StowageError {
     'E_INVALID_OPTION',
     'this MongoDB server reports it cannot run multi-document transactions (they need a replica set or a sharded cluster; FerretDB 1.x has none)',
   );
+}
+
+/**
+ * What a transaction's callback throws for `error`: the driver error behind a `StowageError`
+ * (its `cause`) when that carries the TransientTransactionError label (a write conflict, a
+ * network error), so the driver's `withTransaction`, which looks for the label on its own
+ * errors, runs the transaction again; else `error` itself. The store maps it again on the way
+ * out.
+ */
+export function unwrapTransient(error: unknown): unknown {
+  const cause = (error as { cause?: { hasErrorLabel?: unknown } } | null)?.cause;
+  if (cause && typeof cause.hasErrorLabel === 'function' && (cause.hasErrorLabel as (label: string) => boolean).call(cause, 'TransientTransactionError')) return cause;
+  return error;
 }

@@ -1,7 +1,9 @@
 import type { JsonObject } from '@stowage/core';
-import { MongoClient } from 'mongodb';
+import { StowageError } from '@stowage/core';
+import { MongoClient, MongoServerError } from 'mongodb';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { MongoCheckpointStore, MongoIdempotencyStore, MongoKeyValueStore, MongoLockProvider, MongoProcessBackend, mongo } from '../src/index.js';
+import { unwrapTransient } from '../src/transactions.js';
 import { recordCommands } from './helpers.js';
 import { uniqueName } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
@@ -17,6 +19,16 @@ import { describeEachServer, openTestServers } from './server.js';
 const servers = await openTestServers('stowage_transactions');
 
 const P = 'orders';
+
+it('a StowageError over a driver error labelled TransientTransactionError gives the driver its error back, so withTransaction runs the transaction again', () => {
+  const transient = new MongoServerError({ message: 'connection reset', code: 6, errorLabels: ['TransientTransactionError'] });
+  const other = new MongoServerError({ message: 'no', code: 2 });
+  expect(unwrapTransient(new StowageError('E_UNAVAILABLE', 'MongoDB is unavailable', { cause: transient }))).toBe(transient);
+  const plain = new StowageError('E_INVALID_VALUE', 'bad', { cause: other });
+  expect(unwrapTransient(plain)).toBe(plain);
+  const thrown = new Error('card declined');
+  expect(unwrapTransient(thrown)).toBe(thrown);
+});
 
 describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
   // The application's client: the stores and the sessions share it (a session goes only with its own client).
