@@ -191,6 +191,14 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
       await expect(backend.transaction(async () => 1)).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
       await Promise.all([idempotency.close(), backend.close()]);
     });
+
+    it('behind a strict Stable API client (no buildInfo) jongodb is still recognised, by its hello without localTime', async () => {
+      const strict = { serverApi: { version: '1' as const, strict: true } };
+      const idempotency = await new MongoIdempotencyStore({ url: s.url, database: s.database, collection: uniqueName('idem'), clientOptions: strict }).connect();
+      expect(idempotency.capabilities).toMatchObject({ transactions: false, ttlIndex: false });
+      await expect(idempotency.runOnce('op', async () => 1)).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
+      await idempotency.close();
+    });
   } else {
     it('runOnce: the function’s writes through the session and the result commit together', async () => {
       const kv = await new MongoKeyValueStore(options('kv')).connect();
