@@ -1,6 +1,7 @@
 import type { JsonObject } from '@stowage/core';
 import { StowageError } from '@stowage/core';
 import { MongoClient, MongoServerError } from 'mongodb';
+import { MongoClient as MongoClientV6 } from 'mongodb6';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { MongoCheckpointStore, MongoIdempotencyStore, MongoKeyValueStore, MongoLockProvider, MongoProcessBackend, mongo } from '../src/index.js';
 import { unwrapTransient } from '../src/transactions.js';
@@ -123,6 +124,29 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
       return 'rollback';
     });
     await kv.close();
+  });
+
+  it('a session of a mongodb 6.x client works the same (the peer dependency is ^6 || ^7)', async () => {
+    const v6 = await new MongoClientV6(s.url).connect();
+    try {
+      // The stores are typed against the v7 driver; v6's client and session are structurally compatible at run time.
+      const kv = await new MongoKeyValueStore({ client: v6 as never, database: s.database, collection: uniqueName('v6_kv') }).connect();
+      for (const outcome of ['abort', 'commit'] as const) {
+        const session = v6.startSession();
+        try {
+          session.startTransaction();
+          await kv.withTransaction(session).set(outcome, 'written');
+          expect(await kv.withTransaction(session).get(outcome)).toBe('written');
+          await (outcome === 'commit' ? session.commitTransaction() : session.abortTransaction());
+        } finally {
+          await session.endSession();
+        }
+      }
+      expect(await kv.getMany(['abort', 'commit'])).toEqual([null, 'written']);
+      await kv.close();
+    } finally {
+      await v6.close();
+    }
   });
 
   it('a conflict inside the transaction (compare-and-set of a live key, creating an existing item) answers as outside it and leaves the transaction usable', async () => {
