@@ -87,8 +87,14 @@ class SharedPool {
   readonly #listenConfig: object | undefined;
   /** Aborts when the owner of a pool passed in ends it: calls waiting for a client then fail at once. */
   readonly #ended = new AbortController();
+  /** Calls waiting for a connection of the pool while the server is full (see {@link #checkout}), first come first. */
+  readonly #roomWaiters: Array<() => void> = [];
   readonly #onPoolEvent = () => {
-    if ((this.#pool as { ending?: unknown }).ending === true) this.#poolEnded();
+    if (!this.#owned && (this.#pool as { ending?: unknown }).ending === true) return this.#poolEnded();
+    // pg-pool emits 'release' before the client is idle again, and 'remove' before the next
+    // connection can open: the woken call asks once the pool is done with it.
+    const wake = this.#roomWaiters.shift();
+    if (wake) setImmediate(wake);
   };
   #ending: Promise<void> | undefined;
   /** The background sweepers of the tables the pool's stores use: one per table, however many stores. */
@@ -99,9 +105,10 @@ class SharedPool {
     this.#owned = owned;
     this.#registryKey = registryKey;
     this.#listenConfig = listenConfig;
-    // pg.Pool has no 'end' event; once its owner called end(), every client it lets go is
+    // A client let go gives a call waiting while the server is full its turn. pg.Pool has no
+    // 'end' event; once the owner of a pool passed in called end(), every client it lets go is
     // 'release'd and 'remove'd with `ending` set.
-    if (!owned) for (const event of POOL_EVENTS) events(pool)?.on?.(event, this.#onPoolEvent);
+    for (const event of POOL_EVENTS) events(pool)?.on?.(event, this.#onPoolEvent);
   }
 
   get pool(): PostgresPool {
@@ -128,10 +135,8 @@ class SharedPool {
   removeUser(): Promise<void> {
     if (--this.#users > 0) return Promise.resolve();
     if (this.#registryKey !== undefined && ownedPools.get(this.#registryKey) === this) ownedPools.delete(this.#registryKey);
-    if (!this.#owned) {
-      if (givenPools.get(this.#pool) === this) givenPools.delete(this.#pool);
-      for (const event of POOL_EVENTS) events(this.#pool)?.removeListener?.(event, this.#onPoolEvent);
-    }
+    if (!this.#owned && givenPools.get(this.#pool) === this) givenPools.delete(this.#pool);
+    for (const event of POOL_EVENTS) events(this.#pool)?.removeListener?.(event, this.#onPoolEvent);
     this.#ending ??= (async () => {
       await this.#listener?.close();
       if (this.#owned) await this.#pool.end().catch(() => undefined);
@@ -181,8 +186,63 @@ class SharedPool {
     }
   }
 
-  /** A client of the pool; a pool passed in that its owner ended fails at once, never hangs. */
-  #checkout(): Promise<PostgresPoolClient> {
+  /**
+   * A client of the pool, the one place every statement and transaction gets theirs. The server
+   * refusing a new connection because it is full (53300 too_many_connections: `max_connections`,
+   * or the role's or database's `CONNECTION LIMIT`) while the pool holds connections of its own
+   * does not fail the call: it waits for one of them, as if the pool's `max` were what the server
+   * granted (see {@link #waitForRoom}), up to {@link #serverFullWait}, and then fails with
+   * `E_UNAVAILABLE`. A pool that holds none fails at once: nothing would come back to it.
+   */
+  async #checkout(): Promise<PostgresPoolClient> {
+    const patience = this.#serverFullWait();
+    let deadline: number | undefined;
+    let refusal: unknown;
+    // While calls wait for a connection of the pool, a new call takes its turn behind them.
+    let waiting = this.#roomWaiters.length > 0;
+    for (let attempt = 0; ; attempt++) {
+      if (waiting) {
+        deadline ??= Date.now() + patience;
+        const left = deadline - Date.now();
+        if (left <= 0 && refusal !== undefined) throw serverFullError(refusal, patience);
+        await this.#waitForRoom(Math.max(0, Math.min(left, retryDelay(attempt))));
+      }
+      try {
+        return await this.#connect();
+      } catch (error) {
+        if (sqlState(error) !== TOO_MANY_CONNECTIONS || heldConnections(this.#pool) === 0) throw error;
+        refusal = error;
+        waiting = true;
+      }
+    }
+  }
+
+  /**
+   * Resolves when the pool lets a client go (the next waiter's turn: one per release, so a freed
+   * client is taken, not raced for with new connections the server would refuse) or after
+   * `delay` ms (another process may have freed room on the server), whichever comes first.
+   */
+  #waitForRoom(delay: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        const index = this.#roomWaiters.indexOf(wake);
+        if (index >= 0) this.#roomWaiters.splice(index, 1);
+        resolve();
+      };
+      const timer = setTimeout(wake, delay);
+      this.#roomWaiters.push(wake);
+    });
+  }
+
+  /** How long a call waits for a connection of the pool when the server is full: the pool's `connectionTimeoutMillis`, or {@link SERVER_FULL_WAIT}. */
+  #serverFullWait(): number {
+    const timeout = (this.#pool.options as { connectionTimeoutMillis?: unknown } | undefined)?.connectionTimeoutMillis;
+    return typeof timeout === 'number' && timeout > 0 ? timeout : SERVER_FULL_WAIT;
+  }
+
+  /** One `pool.connect()`; a pool passed in that its owner ended fails at once, never hangs. */
+  #connect(): Promise<PostgresPoolClient> {
     if (this.#ended.signal.aborted) return Promise.reject(poolEndedError());
     const connecting = this.#pool.connect();
     if (this.#owned) return connecting;
@@ -208,6 +268,8 @@ class SharedPool {
   #poolEnded(): void {
     if (this.#ended.signal.aborted) return;
     this.#ended.abort();
+    // Their next attempt fails at once with the pool ended.
+    for (const wake of [...this.#roomWaiters]) wake();
     void this.#listener?.close();
   }
 
@@ -234,6 +296,38 @@ class SharedPool {
 }
 
 const POOL_EVENTS = ['release', 'remove'] as const;
+
+/** SQLSTATE too_many_connections: `max_connections`, or a role's or database's `CONNECTION LIMIT`, reached. */
+const TOO_MANY_CONNECTIONS = '53300';
+/** How long a call waits for a connection of its pool while the server is full, when the pool sets no `connectionTimeoutMillis`. */
+const SERVER_FULL_WAIT = 10_000;
+/** Between attempts while the server is full: the first delay, doubled per attempt up to the last (then jittered). */
+const FIRST_FULL_RETRY_DELAY = 10;
+const MAX_FULL_RETRY_DELAY = 200;
+
+/** The delay before attempt `attempt + 1`: exponential, with jitter so that many waiting calls do not ask at once. */
+function retryDelay(attempt: number): number {
+  const ceiling = Math.min(FIRST_FULL_RETRY_DELAY * 2 ** attempt, MAX_FULL_RETRY_DELAY);
+  return ceiling / 2 + Math.random() * (ceiling / 2);
+}
+
+/**
+ * Connections the pool holds (open, or being opened), from `pg.Pool`'s `totalCount`; 0 for a
+ * pool that does not tell (it then fails at once, as it would without this wait).
+ */
+function heldConnections(pool: PostgresPool): number {
+  const count = (pool as { totalCount?: unknown }).totalCount;
+  return typeof count === 'number' ? count : 0;
+}
+
+/** The call waited `waited` ms for a connection of its pool while the server stayed full. */
+function serverFullError(cause: unknown, waited: number): StowageError {
+  return new StowageError(
+    'E_UNAVAILABLE',
+    `PostgreSQL is at max_connections (or the role's or database's connection limit) and no connection of the pool came free within ${waited} ms (connectionTimeoutMillis, default ${SERVER_FULL_WAIT}): use fewer connections per process (pool max) or raise the limit`,
+    { cause },
+  );
+}
 
 interface PoolEvents {
   on?(event: string, listener: () => void): unknown;
