@@ -12,9 +12,10 @@ export interface ServerFeatures {
   changeStreams: boolean;
   /**
    * Multi-document transactions commit on this server (probed) and isolate like MongoDB's.
-   * False on jongodb (recognised from `buildInfo`), which commits a transaction by writing back
-   * the collection as the transaction saw it: a write to another document that landed meanwhile
-   * is lost (`setMany` beside a `set` on another key lost about 1 in 8 of those sets).
+   * False on jongodb (recognised from `buildInfo`, or its `hello`: see {@link detect}), which
+   * commits a transaction by writing back the collection as the transaction saw it: a write to
+   * another document that landed meanwhile is lost (`setMany` beside a `set` on another key
+   * lost about 1 in 8 of those sets).
    */
   transactions: boolean;
   /**
@@ -37,7 +38,7 @@ export interface ServerFeatures {
   serverClock: boolean;
   /**
    * A TTL index is enforced: a TTL monitor deletes expired documents. False on jongodb
-   * (recognised from `buildInfo`), which accepts TTL indexes but never deletes anything.
+   * (recognised as for `transactions`), which accepts TTL indexes but never deletes anything.
    */
   ttlMonitor: boolean;
   /** The server's clock, as an offset from this process's; refreshed in the background. */
