@@ -24,6 +24,7 @@ export {
   DEFAULT_POLL_INTERVAL,
   StowageLockHandle,
   acquireWithWait,
+  WaitLines,
   assertValidOwner,
   newOwnerToken,
   parseAcquireArgs,

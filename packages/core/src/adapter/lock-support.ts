@@ -57,6 +57,8 @@ export function newOwnerToken(): string {
 
 export interface ParsedAcquireOptions {
   owner: string;
+  /** The caller named the owner (it may hold the lease already); otherwise a fresh token. */
+  ownerChosen: boolean;
   wait: number;
   signal: AbortSignal | undefined;
   pollInterval: number;
@@ -82,7 +84,7 @@ export function parseAcquireArgs(key: unknown, ttl: unknown, ownerOrOptions: unk
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
     throw new StowageError('E_INVALID_OPTION', 'signal must be an AbortSignal');
   }
-  return { owner, wait, signal: options.signal, pollInterval };
+  return { owner, ownerChosen: options.owner !== undefined, wait, signal: options.signal, pollInterval };
 }
 
 export function assertValidOwner(owner: unknown, what = 'owner'): asserts owner is string {
@@ -92,16 +94,78 @@ export function assertValidOwner(owner: unknown, what = 'owner'): asserts owner 
 }
 
 /**
+ * The acquisitions of one provider waiting for the same key, in arrival order. Only the first
+ * in line asks the database; the others wait their turn, and a release through this provider
+ * wakes the first at once. Without a line every waiter polls, so n waiters on one key (a
+ * go-go-scope lock guarding a hot resource, awaitly workers on one workflow) cost n statements
+ * per poll interval for a single hand-off.
+ */
+export class WaitLines {
+  readonly #lines = new Map<string, Place[]>();
+
+  /** Whether acquisitions of `key` wait here. */
+  waiting(key: string): boolean {
+    return this.#lines.has(key);
+  }
+
+  join(key: string): Place {
+    const place: Place = { turn: Promise.withResolvers<void>(), wake: Promise.withResolvers<void>() };
+    const line = this.#lines.get(key) ?? [];
+    this.#lines.set(key, line);
+    line.push(place);
+    if (line.length === 1) place.turn.resolve();
+    return place;
+  }
+
+  leave(key: string, place: Place): void {
+    const line = this.#lines.get(key)!;
+    const index = line.indexOf(place);
+    line.splice(index, 1);
+    if (line.length === 0) this.#lines.delete(key);
+    else if (index === 0) line[0]!.turn.resolve();
+  }
+
+  /** `driver`, with every release and force-release waking the first in line of its key. */
+  announcing(driver: LeaseDriver): LeaseDriver {
+    const released = (key: string) => this.#lines.get(key)?.[0]?.wake.resolve();
+    return {
+      acquire: (key, owner, ttl) => driver.acquire(key, owner, ttl),
+      extend: (key, owner, ttl) => driver.extend(key, owner, ttl),
+      release: async (key, owner) => {
+        const live = await driver.release(key, owner);
+        released(key);
+        return live;
+      },
+      forceRelease: async (key) => {
+        await driver.forceRelease(key);
+        released(key);
+      },
+      isHeld: (key, owner) => driver.isHeld(key, owner),
+      ...(driver.waitForRelease && { waitForRelease: driver.waitForRelease.bind(driver) }),
+      clearExpired: () => driver.clearExpired(),
+    };
+  }
+}
+
+/** A waiting acquisition's place in line: `turn` once it is first, `wake` on a release here. */
+interface Place {
+  turn: PromiseWithResolvers<void>;
+  wake: PromiseWithResolvers<void>;
+}
+
+/**
  * Tries `driver.acquire` until it grants the lease, `wait` ms have passed (→ `null`), or a
- * signal aborts (→ rejects with its reason). Between attempts it sleeps `pollInterval` ms, or
- * less when the driver announces a release of the key; with `observed`, it counts those
- * wake-ups there (for telemetry's hand-off count).
+ * signal aborts (→ rejects with its reason). Acquisitions of one provider wait in `lines`, in
+ * the order they asked; the first in line tries at once (unless others were ahead of it), then
+ * every `pollInterval` ms or sooner when a release here or the driver's announcement wakes it.
+ * With `observed`, it counts those wake-ups (telemetry's hand-offs).
  *
  * Abort is final: a lease granted by an attempt that was already in flight when a signal
  * aborted is released again, so an aborted acquisition never leaves a lease behind.
  */
 export async function acquireWithWait(
   driver: LeaseDriver,
+  lines: WaitLines,
   key: string,
   ttl: number,
   options: ParsedAcquireOptions,
@@ -112,34 +176,66 @@ export async function acquireWithWait(
   signal.throwIfAborted();
   const waitingSince = performance.now();
   const deadline = waitingSince + options.wait;
-  for (;;) {
+  const attempt = async (): Promise<Lease | null> => {
     const lease = await driver.acquire(key, options.owner, ttl);
-    if (lease !== null) {
-      if (!signal.aborted) return lease;
-      await driver.release(key, options.owner).catch(() => undefined);
-    }
+    if (lease !== null && signal.aborted) await driver.release(key, options.owner).catch(() => undefined);
     signal.throwIfAborted();
-    const remaining = deadline - performance.now();
-    if (remaining <= 0) return null;
-    const pause = new AbortController();
-    const onAbort = () => pause.abort(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    try {
-      const timers = [sleep(Math.min(options.pollInterval, remaining), pause.signal)];
-      if (driver.waitForRelease) {
-        const released = driver.waitForRelease(key, pause.signal, waitingSince);
-        // Settled before the pause ended: the announcement, not the poll, woke this attempt.
-        timers.push(observed ? released.then(() => void (pause.signal.aborted || observed.wakeups++)) : released);
-      }
-      await Promise.race(timers);
-    } catch (error) {
-      if (!signal.aborted) throw error;
-    } finally {
-      pause.abort();
-      signal.removeEventListener('abort', onAbort);
-    }
-    signal.throwIfAborted();
+    return lease;
+  };
+
+  // A caller-chosen owner asks at once, as it may hold the lease already, and so does a call
+  // that does not wait; others queue in the order they asked.
+  const askedFirst = options.ownerChosen || options.wait === 0;
+  if (askedFirst) {
+    const lease = await attempt();
+    if (lease !== null || performance.now() >= deadline) return lease;
   }
+  const alone = !lines.waiting(key);
+  const place = lines.join(key);
+  try {
+    if (!alone && !(await pause(deadline - performance.now(), signal, () => [place.turn.promise]))) return null;
+    // First in line: ask at once if nobody was ahead, else wait for a release first.
+    for (let again = askedFirst || !alone; ; again = true) {
+      if (again) {
+        const remaining = deadline - performance.now();
+        if (remaining <= 0) return null;
+        const woken = await pause(Math.min(options.pollInterval, remaining), signal, (paused) => [
+          place.wake.promise,
+          ...(driver.waitForRelease ? [driver.waitForRelease(key, paused, waitingSince)] : []),
+        ]);
+        if (woken && observed) observed.wakeups++;
+      }
+      // A release during the attempt below wakes the next pause at once.
+      place.wake = Promise.withResolvers<void>();
+      const lease = await attempt();
+      if (lease !== null) return lease;
+    }
+  } finally {
+    lines.leave(key, place);
+  }
+}
+
+/**
+ * Waits at most `ms` for the first of the promises `wakes` returns (given a signal that aborts
+ * when the pause ends); true when one of them came first. Rejects with `signal`'s reason.
+ */
+async function pause(ms: number, signal: AbortSignal, wakes: (paused: AbortSignal) => Promise<unknown>[]): Promise<boolean> {
+  if (ms <= 0) return false;
+  const paused = new AbortController();
+  const onAbort = () => paused.abort(signal.reason);
+  signal.addEventListener('abort', onAbort, { once: true });
+  let woken = false;
+  try {
+    const awake = wakes(paused.signal).map((wake) => wake.then(() => void (paused.signal.aborted || (woken = true))));
+    await Promise.race([sleep(ms, paused.signal), ...awake]);
+  } catch (error) {
+    if (!signal.aborted) throw error;
+  } finally {
+    paused.abort();
+    signal.removeEventListener('abort', onAbort);
+  }
+  signal.throwIfAborted();
+  return woken;
 }
 
 /**

@@ -6,6 +6,7 @@ import {
   assertValidOwner,
   parseAcquireArgs,
   runWithLock,
+  WaitLines,
   type LeaseDriver,
   type LockCallRunner,
 } from './lock-support.js';
@@ -19,10 +20,11 @@ import { StoreBase } from './store.js';
  */
 export abstract class LockProviderBase extends StoreBase implements LockProvider {
   protected readonly leases: LeaseDriver;
+  readonly #lines = new WaitLines();
 
   protected constructor(identity: string | StoreIdentity, leases: LeaseDriver) {
     super(identity);
-    this.leases = leases;
+    this.leases = this.#lines.announcing(leases);
   }
 
   acquire(key: string, ttl: number, ownerOrOptions?: string | AcquireOptions): Promise<LockHandle | null> {
@@ -76,7 +78,7 @@ export abstract class LockProviderBase extends StoreBase implements LockProvider
     const options = parseAcquireArgs(key, ttl, ownerOrOptions);
     const signals = options.signal ? [options.signal, this.closeSignal] : [this.closeSignal];
     const observed = lockWaitChannel.hasSubscribers ? { started: performance.now(), wakeups: 0 } : undefined;
-    const lease = await acquireWithWait(this.leases, key, ttl, options, signals, observed);
+    const lease = await acquireWithWait(this.leases, this.#lines, key, ttl, options, signals, observed);
     if (observed) {
       const waited = performance.now() - observed.started;
       lockWaitChannel.publish({ store: this.identity, waited, acquired: lease !== null, wakeups: observed.wakeups } satisfies LockWaitMessage);

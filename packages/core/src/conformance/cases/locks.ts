@@ -214,6 +214,23 @@ export const lockCases = defineCases('LockProvider', (it) => {
     expect(retaken).toBeNull();
   });
 
+  it('waiters of one provider take the lock in turn, each handed it by the release before (no poll needed)', async (s) => {
+    const locks = await s.locks();
+    const holder = await locks.acquire('job', LONG_TTL);
+    // Polls are a minute apart and `wait` ends first: only the provider's own hand-off can grant these.
+    const order: number[] = [];
+    const waiters = Array.from({ length: 16 }, async (_, index) => {
+      const handle = await locks.acquire('job', LONG_TTL, { wait: 20_000, pollInterval: 60_000 });
+      expect(handle, `waiter ${index} was granted`).not.toBeNull();
+      order.push(index);
+      await handle!.release();
+    });
+    await sleep(50);
+    await holder!.release();
+    await Promise.all(waiters);
+    expect(order, 'in the order they asked').toEqual(Array.from({ length: 16 }, (_, index) => index));
+  });
+
   it('AbortSignal stops a waiting acquire with the signal reason', async (s) => {
     const [a, b] = await s.many(2, (session) => session.locks());
     await a!.acquire('job', LONG_TTL);
