@@ -22,7 +22,7 @@ export interface Budget {
     lockKills: number;
     snapshotKills: number;
     snapshotKb: number;
-    /** SIGKILLs of a process charging keys with `runOnce`, and the keys it charges. */
+    /** SIGKILLs of a process charging keys with `runOnce`, and the keys it charges (more than 22 per kill: each run charges up to 22 before its kill). */
     runOnceKills: number;
     runOnceKeys: number;
     timeLimitMs: number;
@@ -120,7 +120,7 @@ export const FULL: Budget = {
 
 export const QUICK: Budget = {
   lock: { ...FULL.lock, acquisitionsPerProcess: 150, pauseProbability: 0.05, timeLimitMs: 30_000 },
-  crash: { lockTtl: 800, lockKills: 1, snapshotKills: 2, snapshotKb: 256, runOnceKills: 3, runOnceKeys: 60, timeLimitMs: 20_000 },
+  crash: { lockTtl: 800, lockKills: 1, snapshotKills: 2, snapshotKb: 256, runOnceKills: 3, runOnceKeys: 120, timeLimitMs: 20_000 },
   lostUpdates: { writers: 8, increments: 50, timeLimitMs: 30_000 },
   outage: { timeoutMs: 1000, cutMs: 1500, recoveryLimitMs: 10_000, loaders: 2 },
   hostile: { largeValueBytes: 1024 * 1024, timeLimitMs: 60_000 },
