@@ -27,7 +27,7 @@ class TrackedClient extends MongoClient {
 describe('README: a snapshot saved in the caller’s session (jongodb)', () => {
   let server: FoundBackend;
   let admin: MongoClient;
-  let store: MongoSnapshotStore;
+  let store: MongoSnapshotStore<{ step: number }>;
   const balance = async () => (await admin.db().collection<{ _id: number; balance: number }>('accounts').findOne({ _id: 1 }))!.balance;
   const run = async (...values: unknown[]) => {
     try {
@@ -41,7 +41,7 @@ describe('README: a snapshot saved in the caller’s session (jongodb)', () => {
     server = await startJongodb();
     admin = await new MongoClient(server.url).connect();
     await admin.db().collection<{ _id: number; balance: number }>('accounts').insertOne({ _id: 1, balance: 100 });
-    store = mongo({ client: admin });
+    store = mongo<{ step: number }>({ client: admin });
     await store.save('wf-1', { step: 0 });
   });
   afterAll(async () => {
