@@ -89,6 +89,9 @@ class SharedPool {
   readonly #ended = new AbortController();
   /** Calls waiting for a connection of the pool while the server is full (see {@link #checkout}), first come first. */
   readonly #roomWaiters: Array<() => void> = [];
+  /** Wakes the first of {@link #roomWaiters} to try a new connection, after a delay that grows while the server stays full. */
+  #probeTimer: ReturnType<typeof setTimeout> | undefined;
+  #probeAttempt = 0;
   readonly #onPoolEvent = () => {
     if (!this.#owned && (this.#pool as { ending?: unknown }).ending === true) return this.#poolEnded();
     // pg-pool emits 'release' before the client is idle again, and 'remove' before the next
@@ -200,15 +203,18 @@ class SharedPool {
     let refusal: unknown;
     // While calls wait for a connection of the pool, a new call takes its turn behind them.
     let waiting = this.#roomWaiters.length > 0;
-    for (let attempt = 0; ; attempt++) {
+    while (true) {
       if (waiting) {
         deadline ??= Date.now() + patience;
         const left = deadline - Date.now();
         if (left <= 0 && refusal !== undefined) throw serverFullError(refusal, patience);
-        await this.#waitForRoom(Math.max(0, Math.min(left, retryDelay(attempt))));
+        await this.#waitForRoom(Math.max(0, left), refusal !== undefined);
       }
       try {
-        return await this.#connect();
+        const client = await this.#connect();
+        // Nobody waits any more: the next time the server is full starts with short probes.
+        if (waiting && this.#roomWaiters.length === 0) this.#probeAttempt = 0;
+        return client;
       } catch (error) {
         if (sqlState(error) !== TOO_MANY_CONNECTIONS || heldConnections(this.#pool) === 0) throw error;
         refusal = error;
@@ -218,20 +224,33 @@ class SharedPool {
   }
 
   /**
-   * Resolves when the pool lets a client go (the next waiter's turn: one per release, so a freed
-   * client is taken, not raced for with new connections the server would refuse) or after
-   * `delay` ms (another process may have freed room on the server), whichever comes first.
+   * Resolves at the call's turn: when the pool lets a client go (one waiter per release, first
+   * come first served, so a freed client is taken rather than raced for with new connections
+   * the server would refuse), when the pool's one probe timer fires (another process may have
+   * freed room on the server: one refused connection per probe, not one per waiting call), or
+   * after `left` ms (the call's deadline). `again`: the call already had its turn, and keeps its
+   * place at the head of the line.
    */
-  #waitForRoom(delay: number): Promise<void> {
+  #waitForRoom(left: number, again: boolean): Promise<void> {
     return new Promise<void>((resolve) => {
       const wake = () => {
         clearTimeout(timer);
         const index = this.#roomWaiters.indexOf(wake);
         if (index >= 0) this.#roomWaiters.splice(index, 1);
+        if (this.#roomWaiters.length === 0) {
+          clearTimeout(this.#probeTimer);
+          this.#probeTimer = undefined;
+        }
         resolve();
       };
-      const timer = setTimeout(wake, delay);
-      this.#roomWaiters.push(wake);
+      const timer = setTimeout(wake, left);
+      if (again) this.#roomWaiters.unshift(wake);
+      else this.#roomWaiters.push(wake);
+      this.#probeTimer ??= setTimeout(() => {
+        this.#probeTimer = undefined;
+        this.#probeAttempt++;
+        this.#roomWaiters[0]?.();
+      }, retryDelay(this.#probeAttempt));
     });
   }
 
@@ -301,11 +320,11 @@ const POOL_EVENTS = ['release', 'remove'] as const;
 const TOO_MANY_CONNECTIONS = '53300';
 /** How long a call waits for a connection of its pool while the server is full, when the pool sets no `connectionTimeoutMillis`. */
 const SERVER_FULL_WAIT = 10_000;
-/** Between attempts while the server is full: the first delay, doubled per attempt up to the last (then jittered). */
+/** Between the probes of a pool while the server is full: the first delay, doubled per probe up to the last (then jittered). */
 const FIRST_FULL_RETRY_DELAY = 10;
-const MAX_FULL_RETRY_DELAY = 200;
+const MAX_FULL_RETRY_DELAY = 1000;
 
-/** The delay before attempt `attempt + 1`: exponential, with jitter so that many waiting calls do not ask at once. */
+/** The delay before probe `attempt + 1`: exponential, with jitter so that the pools of many processes do not ask at once. */
 function retryDelay(attempt: number): number {
   const ceiling = Math.min(FIRST_FULL_RETRY_DELAY * 2 ** attempt, MAX_FULL_RETRY_DELAY);
   return ceiling / 2 + Math.random() * (ceiling / 2);
