@@ -109,7 +109,7 @@ export class WaitLines {
   }
 
   join(key: string): Place {
-    const place: Place = { turn: Promise.withResolvers<void>(), wake: Promise.withResolvers<void>() };
+    const place: Place = { turn: Promise.withResolvers<void>(), wake: Promise.withResolvers<void>(), handedOn: false };
     const line = this.#lines.get(key) ?? [];
     this.#lines.set(key, line);
     line.push(place);
@@ -117,12 +117,17 @@ export class WaitLines {
     return place;
   }
 
-  leave(key: string, place: Place): void {
+  /** Leaves the line; `granted` when this place got the lease, which the next in line then waits for. */
+  leave(key: string, place: Place, granted: boolean): void {
     const line = this.#lines.get(key)!;
     const index = line.indexOf(place);
     line.splice(index, 1);
-    if (line.length === 0) this.#lines.delete(key);
-    else if (index === 0) line[0]!.turn.resolve();
+    if (line.length === 0) {
+      this.#lines.delete(key);
+    } else if (index === 0) {
+      line[0]!.handedOn = granted;
+      line[0]!.turn.resolve();
+    }
   }
 
   /** `driver`, with every release and force-release waking the first in line of its key. */
@@ -151,6 +156,11 @@ export class WaitLines {
 interface Place {
   turn: PromiseWithResolvers<void>;
   wake: PromiseWithResolvers<void>;
+  /**
+   * First because the one ahead was granted the lease: its release here wakes this place, so
+   * the database's announcement of an earlier release (still on its way) is not waited for.
+   */
+  handedOn: boolean;
 }
 
 /**
@@ -192,6 +202,7 @@ export async function acquireWithWait(
   }
   const alone = !lines.waiting(key);
   const place = lines.join(key);
+  let lease: Lease | null = null;
   try {
     if (!alone && !(await pause(deadline - performance.now(), signal, () => [place.turn.promise]))) return null;
     // First in line: ask at once if nobody was ahead, else wait for a release first.
@@ -201,17 +212,19 @@ export async function acquireWithWait(
         if (remaining <= 0) return null;
         const woken = await pause(Math.min(options.pollInterval, remaining), signal, (paused) => [
           place.wake.promise,
-          ...(driver.waitForRelease ? [driver.waitForRelease(key, paused, waitingSince)] : []),
+          ...(driver.waitForRelease && !place.handedOn ? [driver.waitForRelease(key, paused, waitingSince)] : []),
         ]);
         if (woken && observed) observed.wakeups++;
       }
       // A release during the attempt below wakes the next pause at once.
       place.wake = Promise.withResolvers<void>();
-      const lease = await attempt();
+      lease = await attempt();
       if (lease !== null) return lease;
+      // Someone else holds it now (another process, an expired lease taken): listen for its release.
+      place.handedOn = false;
     }
   } finally {
-    lines.leave(key, place);
+    lines.leave(key, place, lease !== null);
   }
 }
 
