@@ -27,7 +27,7 @@ export const ROLES = {
   'cas-writer': () => import('./checks/lost-updates.ts').then((m) => m.casWriter as Role),
   'lock-holder': () => import('./checks/crash-recovery.ts').then((m) => m.lockHolder as Role),
   'snapshot-writer': () => import('./checks/crash-recovery.ts').then((m) => m.snapshotWriter as Role),
-  'run-once-writer': () => import('./checks/crash-recovery.ts').then((m) => m.runOnceWriter as Role),
+  charger: () => import('./checks/crash-recovery.ts').then((m) => m.charger as Role),
   'leak-cycles': () => import('./checks/resource-leaks.ts').then((m) => m.leakCycles as Role),
   'hostile-corpus': () => import('./checks/hostile-input.ts').then((m) => m.hostileCorpus as Role),
   'connections-client': () => import('./checks/connections.ts').then((m) => m.connectionsClient as Role),

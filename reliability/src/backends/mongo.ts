@@ -68,6 +68,14 @@ async function sharedClient(url: string): Promise<SharedConnection> {
     handle: client,
     listenerCounts: () => Object.fromEntries(client.eventNames().map((name) => [String(name), client.listenerCount(name)])),
     checkedOut: () => 0,
+    transaction: async (fn) => {
+      const session = client.startSession();
+      try {
+        return await session.withTransaction(() => fn(session));
+      } finally {
+        await session.endSession();
+      }
+    },
     close: () => client.close(),
   };
 }

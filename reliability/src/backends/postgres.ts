@@ -69,6 +69,20 @@ function sharedPool(url: string): SharedConnection {
     handle: pool,
     listenerCounts: () => Object.fromEntries(pool.eventNames().map((name) => [String(name), pool.listenerCount(name)])),
     checkedOut: () => pool.totalCount - pool.idleCount,
+    transaction: async (fn) => {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        const result = await fn(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch(() => undefined);
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
     close: () => pool.end(),
   };
 }

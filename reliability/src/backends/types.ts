@@ -46,6 +46,12 @@ export interface SharedConnection {
   listenerCounts(): Record<string, number>;
   /** Connections checked out of the pool and not returned (Postgres), else 0. */
   checkedOut(): number;
+  /**
+   * Runs `fn` in a transaction of the caller's own on this pool/client (a checked-out `pg`
+   * client between BEGIN and COMMIT, a MongoDB session in `withTransaction`): committed when
+   * `fn` resolves, rolled back when it rejects.
+   */
+  transaction<T>(fn: (transaction: object) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 

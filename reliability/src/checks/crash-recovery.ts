@@ -9,15 +9,17 @@
  * moment, usually in the middle of a save. Proves: what is stored afterwards is exactly the
  * last acknowledged snapshot or the one being saved — never a mix, never garbage, never nothing.
  *
- * Exactly once: a process charges keys with `idempotency.runOnce` — each key's effect (a kv
- * entry under a fresh id, so a second application shows as a second entry) and its completion
- * in one transaction, with a pause between them — and is SIGKILLed again and again, then
- * restarted until every key is charged. Proves: every effect applied exactly once (0 twice,
- * 0 lost) and every key completed, on every backend whose stores can begin a transaction.
+ * Exactly once: a process charges keys — each key's effect (a kv entry under a fresh id, so a
+ * second application shows as a second entry) and its completion in one transaction, with a
+ * pause between them — and is SIGKILLed again and again, then restarted until every key is
+ * charged. Two ways: `idempotency.runOnce`, and the caller's own transaction (a `pg` client, a
+ * MongoDB session) with reserve, effect and complete through the stores' `withTransaction`
+ * views. Proves: every effect applied exactly once (0 twice, 0 lost) and every key completed,
+ * on every backend where that way can run.
  */
 import { randomUUID } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
-import { isStowageError, type JsonObject } from '@stowage/core';
+import { isStowageError, StowageError, type JsonObject } from '@stowage/core';
 import type { Budget } from '../config.ts';
 import type { BackendReport } from '../report.ts';
 import type { Backend } from '../backends/types.ts';
@@ -74,39 +76,78 @@ export const snapshotWriter: Role<WriterParams, void> = async (backend, params, 
   await snapshots.close();
 };
 
-export interface RunOnceParams {
+/**
+ * How a key is charged exactly once: `runOnce` (the store begins the transaction), or the
+ * caller's own transaction on its own pool/client with the stores' `withTransaction` views
+ * (reserve, effect, complete). Either way the effect and the record commit together.
+ */
+export type ChargeWay = 'runOnce' | 'caller';
+
+export interface ChargeParams {
+  way: ChargeWay;
   keys: number;
+  /** Where the effects and records go: a prefix of the run's keys. */
+  prefix: string;
 }
 
-export type RunOnceEvent = { charged: number };
+export type ChargeEvent = { charged: number };
 
-const EFFECT = 'exactly-once/effect/';
-const CHARGE = 'exactly-once/charge/';
-
-/**
- * Charges keys 0 … keys−1 in turn with `runOnce` (a key already charged is answered from its
- * record), pausing between each key's effect and its completion, where a kill is meant to land.
- */
-export const runOnceWriter: Role<RunOnceParams, void> = async (backend, params, context) => {
-  const [kv, idempotency] = await Promise.all([backend.kv(), backend.idempotency()]);
+/** Opens what a charging process uses, and charges one key (the effect under a fresh id, so a second application shows). */
+async function openCharger(backend: Backend, params: Omit<ChargeParams, 'keys'>) {
+  const shared = params.way === 'caller' ? await backend.sharedConnection() : null;
+  if (params.way === 'caller' && shared === null) throw new StowageError('E_INVALID_OPTION', 'this backend has no connection of the caller’s own');
+  const open = shared ? { shared } : {};
+  const [kv, idempotency] = await Promise.all([backend.kv(open), backend.idempotency(open)]);
   // Both stores' tables made before a transaction holds a connection (PGlite has one).
-  await Promise.all([kv.get(`${EFFECT}warm`), idempotency.get(`${CHARGE}warm`)]);
-  for (let key = 0; key < params.keys; key++) {
-    await idempotency.runOnce!(`${CHARGE}${key}`, async (transaction) => {
-      await kv.withTransaction!(transaction).set(`${EFFECT}${key}/${randomUUID()}`, 'charged');
-      await sleep(5);
-      return { key };
+  await Promise.all([kv.get(`${params.prefix}warm`), idempotency.get(`${params.prefix}warm`)]);
+  const effect = async (transaction: object, key: number) => {
+    await kv.withTransaction!(transaction).set(`${params.prefix}effect/${key}/${randomUUID()}`, 'charged');
+    await sleep(5); // between the effect and the completion, where a kill is meant to land
+  };
+  const charge = async (key: number): Promise<void> => {
+    const name = `${params.prefix}charge/${key}`;
+    if (params.way === 'runOnce') {
+      await idempotency.runOnce!(name, async (transaction) => {
+        await effect(transaction, key);
+        return { key };
+      });
+      return;
+    }
+    await shared!.transaction(async (transaction) => {
+      const records = idempotency.withTransaction!(transaction);
+      const claim = await records.reserve(name, 60_000);
+      if (claim.status === 'completed') return;
+      if (claim.status !== 'acquired') throw new Error(`${name}: a claim in flight inside a transaction of the only writer`);
+      await effect(transaction, key);
+      await records.complete(name, claim.token, { key });
     });
-    context.emit({ charged: key } satisfies RunOnceEvent);
+  };
+  return {
+    kv,
+    idempotency,
+    charge,
+    close: async () => {
+      await Promise.all([kv.close(), idempotency.close()]);
+      await shared?.close();
+    },
+  };
+}
+
+/** Charges keys 0 … keys−1 in turn (a key already charged is answered from its record), saying so after each. */
+export const charger: Role<ChargeParams, void> = async (backend, params, context) => {
+  const opened = await openCharger(backend, params);
+  for (let key = 0; key < params.keys; key++) {
+    await opened.charge(key);
+    context.emit({ charged: key } satisfies ChargeEvent);
   }
-  await Promise.all([kv.close(), idempotency.close()]);
+  await opened.close();
 };
 
 export async function crashRecovery(backend: Backend, report: BackendReport, budget: Budget['crash']): Promise<void> {
   await lockTakeover(backend, report, budget);
   if (backend.crossProcess) {
     await tornSnapshots(backend, report, budget);
-    await exactlyOnce(backend, report, budget);
+    for (const way of ['runOnce', 'caller'] as const) await exactlyOnce(backend, report, budget, way);
   } else {
     report.notApplicable('crash recovery', 'writers killed mid-save: memory lives in one process, there is nothing to kill');
   }
@@ -237,66 +278,71 @@ function describeSnapshot(snapshot: JsonObject | null): string {
   return `version field ${JSON.stringify(snapshot.version)} with ${Object.keys((snapshot.steps as JsonObject | undefined) ?? {}).length} steps`;
 }
 
-/** Why `runOnce` cannot run on this backend (it cannot begin transactions), or null. */
-async function runOnceRefused(backend: Backend): Promise<string | null> {
-  const idempotency = await backend.idempotency();
+/** Why keys cannot be charged this way on this backend (it cannot run the transaction), or null. */
+async function chargeRefused(backend: Backend, way: ChargeWay): Promise<string | null> {
+  let opened: Awaited<ReturnType<typeof openCharger>> | undefined;
   try {
-    if (!idempotency.runOnce) return 'the idempotency store has no runOnce';
-    await idempotency.runOnce(`${CHARGE}probe`, async () => null);
+    opened = await openCharger(backend, { way, prefix: `exactly-once/probe-${way}/` });
+    await opened.charge(0);
     return null;
   } catch (error) {
     if (isStowageError(error, 'E_INVALID_OPTION')) return error.message;
     throw error;
   } finally {
-    await idempotency.close();
+    await opened?.close();
   }
 }
 
-async function exactlyOnce(backend: Backend, report: BackendReport, budget: Budget['crash']): Promise<void> {
+/** How the rows name each way (the caller's way: reserve, effect and complete through `withTransaction` views). */
+const WAYS: Record<ChargeWay, string> = { runOnce: 'runOnce writer', caller: 'own-transaction writer' };
+
+async function exactlyOnce(backend: Backend, report: BackendReport, budget: Budget['crash'], way: ChargeWay): Promise<void> {
   const check = 'crash recovery';
-  const refused = await runOnceRefused(backend);
+  const refused = await chargeRefused(backend, way);
   if (refused !== null) {
-    report.notApplicable(check, `runOnce writer SIGKILLed: ${refused}`);
+    report.notApplicable(check, `${WAYS[way]} SIGKILLed: ${refused}`);
     return;
   }
+  const params: ChargeParams = { way, keys: budget.runOnceKeys, prefix: `exactly-once/${way}/` };
   let kills = 0;
   let charged = -1;
   for (let run = 0; ; run++) {
     // Every run charges at least the key it was killed in (the kill waits for progress).
-    if (run > budget.runOnceKills + 10) throw new Error(`runOnce writer: ${run} runs and still not every key charged`);
+    if (run > budget.runOnceKills + 10) throw new Error(`${WAYS[way]}: ${run} runs and still not every key charged`);
     // Kill a random few keys into the run, a random few ms into a key, until the kills are done.
     const killAt = kills < budget.runOnceKills ? charged + randomInt(3, 22) : Infinity;
-    const worker = startWorker<void>(backend.target, 'run-once-writer', { keys: budget.runOnceKeys } satisfies RunOnceParams, {
+    const worker = startWorker<void>(backend.target, 'charger', params, {
       hardLimitMs: budget.timeLimitMs,
       onEvent: (event) => {
-        charged = Math.max(charged, (event as RunOnceEvent).charged);
+        charged = Math.max(charged, (event as ChargeEvent).charged);
         if (charged === killAt) setTimeout(() => worker.kill('SIGKILL'), randomInt(0, 6));
       },
     });
     const failure = await worker.result.then(() => null, (error: unknown) => String(error));
     await worker.closed;
     if (failure === null) break;
-    if (worker.child.signalCode !== 'SIGKILL') throw new Error(`runOnce writer failed: ${failure}`);
+    if (worker.child.signalCode !== 'SIGKILL') throw new Error(`${WAYS[way]} failed: ${failure}`);
     kills += 1;
   }
 
   const [kv, idempotency] = await Promise.all([backend.kv(), backend.idempotency()]);
   try {
     const applied = new Map<string, number>();
-    for (const key of await kv.keys(`${EFFECT}*`)) {
-      const charge = key.slice(EFFECT.length).split('/')[0]!;
+    const effects = `${params.prefix}effect/`;
+    for (const key of await kv.keys(`${effects}*`)) {
+      const charge = key.slice(effects.length).split('/')[0]!;
       applied.set(charge, (applied.get(charge) ?? 0) + 1);
     }
     let twice = 0;
     let lost = 0;
     let notCompleted = 0;
-    for (let key = 0; key < budget.runOnceKeys; key++) {
+    for (let key = 0; key < params.keys; key++) {
       const count = applied.get(String(key)) ?? 0;
       if (count > 1) twice += 1;
       if (count === 0) lost += 1;
-      if ((await idempotency.get(`${CHARGE}${key}`)) === null) notCompleted += 1;
+      if ((await idempotency.get(`${params.prefix}charge/${key}`)) === null) notCompleted += 1;
     }
-    report.expect(check, `runOnce writer SIGKILLed ×${kills} (${budget.runOnceKeys} keys): effects twice / lost`, `${twice} / ${lost}`, '= 0 / 0', twice === 0 && lost === 0 && kills >= budget.runOnceKills);
+    report.expect(check, `${WAYS[way]} SIGKILLed ×${kills} (${params.keys} keys): effects twice / lost`, `${twice} / ${lost}`, '= 0 / 0', twice === 0 && lost === 0 && kills >= budget.runOnceKills);
     report.expect(check, '… keys not completed', notCompleted, '= 0', notCompleted === 0);
   } finally {
     await Promise.all([kv.close(), idempotency.close()]);
