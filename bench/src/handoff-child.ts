@@ -140,8 +140,9 @@ async function round(provider: LockProvider, message: Extract<ToChild, { cmd: 'w
     events.push({ granted, releasing });
     await handle.release();
   });
-  // every waiter has made its first attempt (one statement each), had its answer, and waits
-  while (statements - startStatements < message.waiters || inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 1));
+  // The first waiter has asked and had its answer, and waits; the others queued behind it in
+  // this process (the provider's line) as soon as they called, without a statement of their own.
+  while (statements === startStatements || inFlight > 0) await new Promise((resolve) => setTimeout(resolve, 1));
   process.send?.({ type: 'waiting' } satisfies FromChild);
   await Promise.all(done);
   const kinds = Object.fromEntries([...byKind].map(([kind, n]) => [kind, n - (startKinds.get(kind) ?? 0)]).filter(([, n]) => (n as number) > 0));
