@@ -192,10 +192,10 @@ class SharedPool {
   /**
    * A client of the pool, the one place every statement and transaction gets theirs. The server
    * refusing a new connection because it is full (53300 too_many_connections: `max_connections`,
-   * or the role's or database's `CONNECTION LIMIT`) while the pool holds connections of its own
-   * does not fail the call: it waits for one of them, as if the pool's `max` were what the server
-   * granted (see {@link #waitForRoom}), up to {@link #serverFullWait}, and then fails with
-   * `E_UNAVAILABLE`. A pool that holds none fails at once: nothing would come back to it.
+   * or the role's or database's `CONNECTION LIMIT`) does not fail the call: it waits for one of
+   * the pool's connections, as if the pool's `max` were what the server granted, or for another
+   * process to free room (the pool's probe; see {@link #waitForRoom}), up to
+   * {@link #serverFullWait}, and then fails with `E_UNAVAILABLE`.
    */
   async #checkout(): Promise<PostgresPoolClient> {
     const patience = this.#serverFullWait();
@@ -216,7 +216,7 @@ class SharedPool {
         if (waiting && this.#roomWaiters.length === 0) this.#probeAttempt = 0;
         return client;
       } catch (error) {
-        if (sqlState(error) !== TOO_MANY_CONNECTIONS || heldConnections(this.#pool) === 0) throw error;
+        if (sqlState(error) !== TOO_MANY_CONNECTIONS) throw error;
         refusal = error;
         waiting = true;
       }
@@ -328,15 +328,6 @@ const MAX_FULL_RETRY_DELAY = 1000;
 function retryDelay(attempt: number): number {
   const ceiling = Math.min(FIRST_FULL_RETRY_DELAY * 2 ** attempt, MAX_FULL_RETRY_DELAY);
   return ceiling / 2 + Math.random() * (ceiling / 2);
-}
-
-/**
- * Connections the pool holds (open, or being opened), from `pg.Pool`'s `totalCount`; 0 for a
- * pool that does not tell (it then fails at once, as it would without this wait).
- */
-function heldConnections(pool: PostgresPool): number {
-  const count = (pool as { totalCount?: unknown }).totalCount;
-  return typeof count === 'number' ? count : 0;
 }
 
 /** The call waited `waited` ms for a connection of its pool while the server stayed full. */
