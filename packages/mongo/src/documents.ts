@@ -31,6 +31,8 @@ export interface KeyValueDocument {
 export interface SnapshotDocument extends KeyValueDocument {
   /** The store's prefix; absent on the tombstone a delete leaves. */
   ns?: string;
+  /** `execution.status` when `completed` or `failed`, else `''` (what `snapshotRetention` deletes); absent on documents older stores wrote. */
+  finished?: string;
 }
 
 /** A cache entry (collection `stowage_cache`): `_id` = `prefix + "\u0000" + key`, `value` = codec text. */

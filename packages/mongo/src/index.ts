@@ -4,6 +4,7 @@ export {
   MongoLockingSnapshotStore,
   mongo,
   type MongoSnapshotOptions,
+  type MongoSnapshotRetention,
   type MongoSnapshotStoreOptions,
   type MongoWorkflowLockOptions,
 } from './stores/snapshots.js';

@@ -148,7 +148,7 @@ describeEachServer(servers, 'commands of the pipeline dialect', (s) => {
           update: [
             {
               q: { _id: 'p\u0000w' },
-              u: [{ $set: { value: { $literal: '{"a":1}' }, ns: { $literal: 'p' }, version: NEXT_VERSION, updatedAt: '$$NOW', expiresAt: '$$REMOVE' } }],
+              u: [{ $set: { value: { $literal: '{"a":1}' }, ns: { $literal: 'p' }, finished: { $literal: '' }, version: NEXT_VERSION, updatedAt: '$$NOW', expiresAt: '$$REMOVE' } }],
               upsert: true,
             },
           ],
@@ -167,6 +167,7 @@ describeEachServer(servers, 'commands of the pipeline dialect', (s) => {
                   $set: {
                     value: { $cond: ['$_create', { $literal: '{"a":1}' }, '$value'] },
                     ns: { $cond: ['$_create', { $literal: 'p' }, '$ns'] },
+                    finished: { $cond: ['$_create', { $literal: '' }, '$finished'] },
                     version: { $cond: ['$_create', '<version>', '$version'] },
                     updatedAt: { $cond: ['$_create', '$$NOW', '$updatedAt'] },
                     expiresAt: { $cond: ['$_create', '$$REMOVE', '$expiresAt'] },

@@ -40,6 +40,7 @@ describe('indexSpecs', () => {
           { key: { process: 1, itemId: 1, version: 1 }, name: 'process_1_itemId_1_version_1', unique: true },
           { key: { process: 1, current: 1, state: 1, leaseUntil: 1, at: 1 }, name: 'process_1_current_1_state_1_leaseUntil_1_at_1' },
           { key: { process: 1, current: 1, itemId: 1 }, name: 'process_1_current_1_itemId_1' },
+          { key: { current: 1, at: 1 }, name: 'current_1_at_1' },
         ],
       },
       { kind: 'processClaims', collection: 'stowage_process_claims', indexes: [{ key: { of: 1, previous: 1, generation: -1 }, name: 'of_1_previous_1_generation_-1' }] },

@@ -19,6 +19,7 @@ import { storeDatabase, viewOptions, type Ready, type StoreDatabase } from '../c
 import { later, type MongoDialect, type MongoDialectName, type NewProcessVersion } from '../dialects/dialect.js';
 import { assertDocumentSize, toStowageError } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import { deleteInBatches, retentionOf, sweepEvery } from '../retention.js';
 import { DEFAULT_COLLECTIONS, collectionSpec, processClaimsCollection, type MongoIndexSpec } from '../schema.js';
 import { claimWithTicket } from './claim-tickets.js';
 import { byVersion, toItem, toTransition, versionId, type ClaimTicketDocument, type ProcessVersionDocument, type VersionKey } from './documents.js';
@@ -47,7 +48,15 @@ import { ChangeStreamFeed, PollingFeed, changeStreamSource } from './feeds.js';
 
 export const DEFAULT_PROCESS_COLLECTION = DEFAULT_COLLECTIONS.process;
 
-export type MongoProcessBackendOptions = MongoStoreOptions;
+export interface MongoProcessBackendOptions extends MongoStoreOptions {
+  /**
+   * How long the transition history is kept, in ms (default: for ever). With it, a background
+   * timer (and {@link MongoProcessBackend.clearHistory}) deletes the retired versions of items
+   * (their transition records) recorded longer ago (server clock). An item's current version and
+   * its first one (the creation, whose `_id` makes `createItem` idempotent) are kept.
+   */
+  historyRetention?: number;
+}
 
 /**
  * The collections and indexes the backend creates (for `autoCreate: false` and your own
@@ -72,6 +81,8 @@ interface Carried {
   state: string;
   data: string;
   createdAt: Date;
+  /** `performance.now()` when it was remembered (see `_transition`). */
+  rememberedAt: number;
 }
 
 const CARRIED_CACHE_SIZE = 10_000;
@@ -87,10 +98,15 @@ export class MongoProcessBackend extends ProcessBackendBase {
   readonly #feeds = new Set<ProcessFeed>();
   /** What the last claims returned, so a transition does not read the old version again. */
   readonly #carried = new Map<string, Carried>();
+  readonly #historyRetention: number | undefined;
+  /** Stops the retention timer (none without `historyRetention`, or in a transaction's view). */
+  readonly #stopSweep: (() => void) | undefined;
 
   constructor(options: MongoProcessBackendOptions) {
     const settings = parseStoreOptions(options, 'process', 'MongoProcessBackend');
+    const historyRetention = retentionOf(options.historyRetention, 'historyRetention');
     super(settings.identity);
+    this.#historyRetention = historyRetention;
     this.#collectionName = settings.collection;
     this.#options = options;
     this.#connection = storeDatabase(options, settings, [
@@ -102,6 +118,22 @@ export class MongoProcessBackend extends ProcessBackendBase {
         neededOn: (features) => !features.atomicUpdates,
       },
     ]);
+    this.#stopSweep = historyRetention !== undefined && !this.#connection.inTransaction ? sweepEvery(() => this.clearHistory()) : undefined;
+  }
+
+  /**
+   * Deletes transition records older than `historyRetention` (see that option) in batches, on
+   * the `{ current, at }` index; returns how many. `history(id)` then starts with the creation
+   * and goes on with the kept transitions.
+   */
+  clearHistory(): Promise<number> {
+    return this.call('process.clearHistory', async () => {
+      const retention = this.#historyRetention;
+      if (retention === undefined) throw new StowageError('E_INVALID_OPTION', 'clearHistory needs the historyRetention option');
+      const { collection, dialect } = await this.#use();
+      const recordedBefore = new Date(dialect.now().getTime() - retention);
+      return deleteInBatches(collection, { current: false, at: { $lt: recordedBefore }, version: { $gt: 1 } });
+    });
   }
 
   /** Conservative until connected; then what the server supports (`changeFeed`: change streams). */
@@ -129,6 +161,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
   }
 
   protected override async _close(): Promise<void> {
+    this.#stopSweep?.();
     await Promise.all([...this.#feeds].map((feed) => feed.close().catch(() => undefined)));
     this.#carried.clear();
     await this.#connection.close();
@@ -270,7 +303,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
     const ready = await this.#connection.ready();
     const collection = ready.collection<ProcessVersionDocument>('process');
     const old = byVersion(request);
-    const carried = this.#carried.get(old._id) ?? (await readCarried(collection, old));
+    const carried = this.#rememberedFresh(old._id) ?? (await readCarried(collection, old));
     if (!carried || carried.state !== request.from) return null;
     const next: NewProcessVersion = {
       _id: versionId(request.process, request.version + 1, request.itemId),
@@ -301,7 +334,21 @@ export class MongoProcessBackend extends ProcessBackendBase {
 
   #remember(document: ProcessVersionDocument): void {
     if (this.#carried.size >= CARRIED_CACHE_SIZE) this.#carried.delete(this.#carried.keys().next().value!);
-    this.#carried.set(document._id, { state: document.state, data: document.data, createdAt: document.createdAt });
+    this.#carried.set(document._id, { state: document.state, data: document.data, createdAt: document.createdAt, rememberedAt: performance.now() });
+  }
+
+  /**
+   * What a claim of this version remembered, unless `historyRetention` may have deleted its
+   * successor since: then the unique `_id` of that successor no longer stops a late transition,
+   * and `readCarried` (which finds only a current version) must decide. A successor is deleted
+   * only once it is `historyRetention` old, and it was inserted after this claim, so a claim
+   * younger than half of that (margin for the two clocks) is safe to trust.
+   */
+  #rememberedFresh(id: string): Carried | undefined {
+    const carried = this.#carried.get(id);
+    const retention = this.#historyRetention;
+    if (carried && retention !== undefined && performance.now() - carried.rememberedAt >= retention / 2) return undefined;
+    return carried;
   }
 
   async #use(): Promise<{ collection: Collection<ProcessVersionDocument>; dialect: MongoDialect }> {
@@ -332,7 +379,7 @@ function current(collection: Collection<ProcessVersionDocument>, processName: st
 
 async function readCarried(collection: Collection<ProcessVersionDocument>, version: VersionKey): Promise<Carried | null> {
   const document = await collection.findOne({ ...version, current: true }, { projection: { state: 1, data: 1, createdAt: 1 } });
-  return document && { state: document.state, data: document.data, createdAt: document.createdAt };
+  return document && { state: document.state, data: document.data, createdAt: document.createdAt, rememberedAt: performance.now() };
 }
 
 /** The highest current version of each listed item (a second query, by ids, that normally finds nothing more). */

@@ -7,6 +7,7 @@ import type { SnapshotDocument } from '../documents.js';
 import { toStowageError } from '../errors.js';
 import { MAJORITY, parseStoreOptions, writeConcernOption, type MongoStoreOptions } from '../options.js';
 import { DEFAULT_COLLECTIONS } from '../schema.js';
+import { deleteInBatches, finishedAfterOf, sweepEvery } from '../retention.js';
 import { MongoLeases } from './leases.js';
 import { compareAndSetValue, idsStartingWith, namespaceStart, readLive } from './values.js';
 
@@ -24,22 +25,45 @@ export interface MongoSnapshotStoreOptions extends MongoStoreOptions {
   prefix?: string;
   /** Also implement awaitly's `WorkflowLock` (cross-process: one runner per workflow id). */
   lock?: MongoWorkflowLockOptions | boolean;
+  /**
+   * How long snapshots of finished workflows are kept (default: for ever). With `finishedAfter`,
+   * a background timer (and {@link MongoSnapshotStore.clearFinished}) deletes this prefix's
+   * snapshots whose `execution.status` is `"completed"` or `"failed"` and that were not saved for
+   * that many ms (server clock). Running workflows and documents of other shapes are kept.
+   */
+  snapshotRetention?: MongoSnapshotRetention;
 }
+
+/** See {@link MongoSnapshotStoreOptions.snapshotRetention}. */
+export interface MongoSnapshotRetention {
+  /** Ms after its last save that a finished workflow's snapshot is deleted. */
+  finishedAfter?: number;
+}
+
+/** The terminal `execution.status` values of awaitly's snapshots: what `snapshotRetention` removes. */
+const FINISHED_STATUSES = ['completed', 'failed'];
 
 /**
  * Workflow snapshots in one collection (default `awaitly_snapshots`): a drop-in `store` for
  * awaitly's `durable.run`. Documents `{ _id: prefix + "\u0000" + id, ns: prefix, value: <JSON>,
- * version, updatedAt }`, listed newest first on the `{ ns, updatedAt, _id }` index.
+ * version, updatedAt, finished }`, listed newest first on the `{ ns, updatedAt, _id }` index.
+ * `finished` is the snapshot's `execution.status` when it is `completed` or `failed`, else `''`:
+ * the value is JSON text the server cannot look into, so `snapshotRetention` filters on it.
  */
 export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends SnapshotStoreBase<TSnapshot> {
   readonly #connection: StoreDatabase;
   readonly #leases: MongoLeases | undefined;
   readonly #collectionName: string;
   readonly #options: MongoSnapshotStoreOptions;
+  /** `snapshotRetention.finishedAfter`, when given. */
+  readonly #finishedAfter: number | undefined;
+  /** Stops the retention timer (none without `snapshotRetention`, or in a transaction's view). */
+  readonly #stopSweep: (() => void) | undefined;
 
   constructor(options: MongoSnapshotStoreOptions) {
     const settings = parseStoreOptions(options, 'snapshots', 'MongoSnapshotStore');
     const lock = workflowLockOptions(options.lock);
+    const finishedAfter = finishedAfterOf(options.snapshotRetention);
     const collections: StoreCollection[] = [{ kind: 'snapshots', name: settings.collection, writeConcern: settings.writeConcern }];
     if (lock) {
       const writeConcern = writeConcernOption(lock.writeConcern, MAJORITY);
@@ -52,6 +76,8 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
     this.#leases = leases;
     this.#collectionName = settings.collection;
     this.#options = options;
+    this.#finishedAfter = finishedAfter;
+    this.#stopSweep = finishedAfter !== undefined && !this.#connection.inTransaction ? sweepEvery(() => this.clearFinished()) : undefined;
   }
 
   get capabilities(): Capabilities {
@@ -84,11 +110,28 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
     });
   }
 
+  /**
+   * Deletes this prefix's snapshots of finished workflows not saved for
+   * `snapshotRetention.finishedAfter` ms (see that option), in batches on the listing index;
+   * returns how many. Snapshots saved before this store wrote the `finished` field (by an older
+   * store, or by awaitly's own adapter) are kept until they are saved again.
+   */
+  clearFinished(): Promise<number> {
+    return this.call('snapshots.clearFinished', async () => {
+      const finishedAfter = this.#finishedAfter;
+      if (finishedAfter === undefined) throw new StowageError('E_INVALID_OPTION', 'clearFinished needs the snapshotRetention: { finishedAfter } option');
+      const { collection, dialect } = await this.#use();
+      const savedBefore = new Date(dialect.now().getTime() - finishedAfter);
+      return deleteInBatches(collection, { ns: this.prefix, updatedAt: { $lt: savedBefore }, finished: { $in: FINISHED_STATUSES } });
+    });
+  }
+
   protected override toStowageError(error: unknown): unknown {
     return toStowageError(error);
   }
 
   protected override async _close(): Promise<void> {
+    this.#stopSweep?.();
     await this.#leases?.close();
     await this.#connection.close();
   }
@@ -104,7 +147,7 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
 
   protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
     const { collection, dialect, session } = await this.#use();
-    const write: ValueWrite = { _id: this.#id(id), fields: { value: document, ns: this.prefix }, ttl: undefined };
+    const write: ValueWrite = { _id: this.#id(id), fields: { value: document, ns: this.prefix, finished: finishedStatus(document) }, ttl: undefined };
     if (expectedVersion === undefined) {
       await dialect.writeValue(collection, write, session);
       return true;
@@ -143,6 +186,16 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
     const ready = await this.#connection.ready();
     return { collection: ready.collection<SnapshotDocument>('snapshots'), dialect: ready.dialect, session: ready.session };
   }
+}
+
+/**
+ * The snapshot's `execution.status` if it is a finished one, else `''`. The text is parsed only
+ * when it holds such a status word, so a running workflow's save pays for one substring search.
+ */
+function finishedStatus(document: string): string {
+  if (!FINISHED_STATUSES.some((status) => document.includes(`"${status}"`))) return '';
+  const status = (JSON.parse(document) as { execution?: { status?: unknown } } | null)?.execution?.status;
+  return typeof status === 'string' && FINISHED_STATUSES.includes(status) ? status : '';
 }
 
 /** `lock` as given: `undefined` without one. */
