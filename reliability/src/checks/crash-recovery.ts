@@ -123,8 +123,6 @@ async function openCharger(backend: Backend, params: Omit<ChargeParams, 'keys'>)
     });
   };
   return {
-    kv,
-    idempotency,
     charge,
     close: async () => {
       await Promise.all([kv.close(), idempotency.close()]);
