@@ -1,12 +1,19 @@
 import type { KeyValueStore } from './contracts/kv.js';
 import type { SnapshotStore, WorkflowSnapshot } from './contracts/snapshots.js';
-import { isStowageError } from './errors.js';
+import { StowageError, isStowageError } from './errors.js';
 import { escapeGlob } from './glob.js';
 import { SnapshotStoreBase, compareSnapshotItems, isAfterCursor, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from './adapter/snapshots.js';
 import type { Capabilities } from './capabilities.js';
 
 /** The key prefix awaitly's own key-value persistence (`awaitly-postgres`, `awaitly-mongo`) uses. */
 export const DEFAULT_STATE_PREFIX = 'workflow:state:';
+
+/**
+ * The one entry of the key-value store that records the prefixes persistences use on it, as
+ * JSON `{ "prefixes": [...] }`. U+007F (DEL) first, so that no prefix a person writes lists it; only
+ * the empty prefix could, and its persistence skips it.
+ */
+export const STATE_PREFIXES_KEY = '\u007fstowage:state-prefixes';
 
 export interface StatePersistenceOptions {
   /** Close the key-value store when the persistence is closed (the adapters' factories set this). */
@@ -19,6 +26,11 @@ export interface StatePersistenceOptions {
  * value under `prefix + id`, so tables written by awaitly's own adapters read as they are.
  * Versions are the key-value store's; listing orders by its `updatedAt`, so it never depends
  * on a client clock.
+ *
+ * In that layout a prefix is a namespace only while no other prefix on the store starts like
+ * it (`t1` + `1:invoice` is `t11` + `:invoice`). So the first call records the prefix in the
+ * store ({@link STATE_PREFIXES_KEY}), and every call rejects with `E_INVALID_OPTION` while
+ * another persistence, in any process, has recorded a prefix that starts like this one.
  */
 export function createStatePersistence<TSnapshot extends object = WorkflowSnapshot>(
   kv: KeyValueStore,
@@ -28,9 +40,36 @@ export function createStatePersistence<TSnapshot extends object = WorkflowSnapsh
   return new StatePersistence<TSnapshot>(kv, prefix, options.ownsStore ?? false);
 }
 
+/**
+ * {@link createStatePersistence} for the adapters' async factories (`createPostgresPersistence`,
+ * `createMongoPersistence`): resolves once the prefix is recorded, so a prefix that overlaps
+ * another is refused when the store is created.
+ */
+export async function openStatePersistence<TSnapshot extends object = WorkflowSnapshot>(
+  kv: KeyValueStore,
+  prefix: string = DEFAULT_STATE_PREFIX,
+  options: StatePersistenceOptions = {},
+): Promise<SnapshotStore<TSnapshot>> {
+  const persistence = new StatePersistence<TSnapshot>(kv, prefix, options.ownsStore ?? false);
+  await persistence.claimPrefix();
+  return persistence;
+}
+
+function parsePrefixes(value: string): string[] {
+  try {
+    const parsed: unknown = JSON.parse(value);
+    const prefixes = (parsed as { prefixes?: unknown } | null)?.prefixes;
+    if (Array.isArray(prefixes) && prefixes.every((prefix) => typeof prefix === 'string')) return prefixes;
+  } catch {
+    // reported below
+  }
+  throw new StowageError('E_INVALID_VALUE', `the store's entry ${JSON.stringify(STATE_PREFIXES_KEY)} is not stowage's record of state prefixes`);
+}
+
 class StatePersistence<TSnapshot extends object> extends SnapshotStoreBase<TSnapshot> {
   readonly #kv: KeyValueStore;
   readonly #ownsStore: boolean;
+  #claimed: Promise<void> | undefined;
 
   constructor(kv: KeyValueStore, prefix: string, ownsStore: boolean) {
     super('state persistence', { prefix });
@@ -38,12 +77,55 @@ class StatePersistence<TSnapshot extends object> extends SnapshotStoreBase<TSnap
     this.#ownsStore = ownsStore;
   }
 
+  /** Records the prefix on the store once (retried on the next call if it failed); see {@link createStatePersistence}. */
+  claimPrefix(): Promise<void> {
+    this.#claimed ??= this.#claim().catch((error: unknown) => {
+      this.#claimed = undefined;
+      throw error;
+    });
+    return this.#claimed;
+  }
+
+  async #claim(): Promise<void> {
+    // A compare-and-set on the one record: of two processes claiming at once, the second
+    // reads the first's prefix and checks against it.
+    for (;;) {
+      const entry = await this.#kv.getEntry(STATE_PREFIXES_KEY);
+      const prefixes = entry === null ? [] : parsePrefixes(entry.value);
+      if (prefixes.includes(this.prefix)) return;
+      const other = prefixes.find((used) => used.startsWith(this.prefix) || this.prefix.startsWith(used));
+      if (other !== undefined) {
+        throw new StowageError(
+          'E_INVALID_OPTION',
+          `state prefix ${JSON.stringify(this.prefix)} starts like ${JSON.stringify(other)}, already in use on this store: ` +
+            'their keys could not be told apart. Give each persistence a prefix that is not the start of another ' +
+            `(e.g. "tenant:1:" and "tenant:11:"), or another table or collection`,
+        );
+      }
+      const record = JSON.stringify({ prefixes: [...prefixes, this.prefix].sort() });
+      try {
+        await this.#kv.compareAndSet(STATE_PREFIXES_KEY, record, entry?.version ?? null);
+        return;
+      } catch (error) {
+        if (!isStowageError(error, 'E_VERSION_CONFLICT')) throw error;
+      }
+    }
+  }
+
+  /** The key of a snapshot; the record of prefixes is none (only the empty prefix could name it). */
+  #key(id: string): string {
+    const key = this.prefix + id;
+    if (key === STATE_PREFIXES_KEY) throw new StowageError('E_INVALID_KEY', `snapshot id ${JSON.stringify(id)} is reserved`);
+    return key;
+  }
+
   get capabilities(): Capabilities {
     return this.#kv.capabilities;
   }
 
   protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
-    const key = this.prefix + id;
+    const key = this.#key(id);
+    await this.claimPrefix();
     try {
       if (expectedVersion === undefined) await this.#kv.set(key, document);
       else await this.#kv.compareAndSet(key, document, expectedVersion);
@@ -55,30 +137,41 @@ class StatePersistence<TSnapshot extends object> extends SnapshotStoreBase<TSnap
   }
 
   protected async _load(id: string): Promise<StoredSnapshot | null> {
-    const entry = await this.#kv.getEntry(this.prefix + id);
+    const key = this.#key(id);
+    await this.claimPrefix();
+    const entry = await this.#kv.getEntry(key);
     return entry === null ? null : { document: entry.value, version: entry.version, updatedAt: entry.updatedAt };
   }
 
   protected async _delete(id: string): Promise<void> {
-    await this.#kv.delete(this.prefix + id);
+    const key = this.#key(id);
+    await this.claimPrefix();
+    await this.#kv.delete(key);
   }
 
   protected async _list(idPrefix: string, after: SnapshotCursor | null, limit: number): Promise<StoredSnapshotItem[]> {
+    await this.claimPrefix();
+    const prefix = this.prefix + idPrefix;
+    // Under the empty prefix the record of prefixes may be among the entries: ask for one more.
+    const extra = STATE_PREFIXES_KEY.startsWith(prefix) ? 1 : 0;
+    let entries;
     if (this.#kv.recentEntries) {
       // A page at a time, newest first, on the store's index where it has one.
-      const entries = await this.#kv.recentEntries({
-        prefix: this.prefix + idPrefix,
-        limit,
+      entries = await this.#kv.recentEntries({
+        prefix,
+        limit: limit + extra,
         ...(after && { after: { updatedAt: after.updatedAt, key: this.prefix + after.id } }),
       });
-      return entries.map((entry) => ({ id: entry.key.slice(this.prefix.length), updatedAt: entry.updatedAt }));
+    } else {
+      entries = (await this.#kv.entries(`${escapeGlob(prefix)}*`))
+        .map((entry) => ({ ...entry, id: entry.key.slice(this.prefix.length) }))
+        .filter((item) => after === null || isAfterCursor(item, after))
+        .sort(compareSnapshotItems);
     }
-    const entries = await this.#kv.entries(`${escapeGlob(this.prefix + idPrefix)}*`);
-    const items = entries.map((entry) => ({ id: entry.key.slice(this.prefix.length), updatedAt: entry.updatedAt }));
-    return items
-      .filter((item) => after === null || isAfterCursor(item, after))
-      .sort(compareSnapshotItems)
-      .slice(0, limit);
+    return entries
+      .filter((entry) => entry.key !== STATE_PREFIXES_KEY)
+      .slice(0, limit)
+      .map((entry) => ({ id: entry.key.slice(this.prefix.length), updatedAt: entry.updatedAt }));
   }
 
   protected override async _close(): Promise<void> {

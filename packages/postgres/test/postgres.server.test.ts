@@ -568,8 +568,12 @@ describeServer('postgres server specifics', () => {
     await persistence.save('checkout-123', snapshot);
     expect(await persistence.load('checkout-123')).toEqual(snapshot);
     expect((await persistence.list()).map((item) => item.id)).toEqual(['checkout-123']);
-    const keys = await admin.query(`SELECT key FROM ${tables.kv}`);
-    expect(keys.rows[0].key).toBe('myapp:workflow:checkout-123');
+    // awaitly's layout, prefix and id in one key; and the record of the prefixes in use (README, "Schema").
+    const keys = await admin.query(`SELECT key, value FROM ${tables.kv} ORDER BY key COLLATE "C"`);
+    expect(keys.rows).toEqual([
+      { key: 'myapp:workflow:checkout-123', value: JSON.stringify(snapshot) },
+      { key: '\u007fstowage:state-prefixes', value: JSON.stringify({ prefixes: ['myapp:workflow:'] }) },
+    ]);
     await persistence.close();
 
     const store = postgres({ url, table: tables.snapshots, prefix: 'orders:' });

@@ -4,10 +4,13 @@
  * stores `t1` and `t11` — must never see, list, clear or overwrite each other's entries. A
  * prefix glued to the key lets all of that through: `users:` + `admin:1` is `users:admin:` +
  * `1`, and `t1` + `1x` is `t11` + `x`, so the keys below are chosen to collide that way.
+ * awaitly's key-value persistence keeps exactly that glued layout (the seeds' tables hold it),
+ * so there the second of two such prefixes on one table must be refused instead.
  *
  * Proves: entries seen, listed, cleared (deleted) or overwritten across prefixes = 0.
  */
-import type { CacheProvider, JsonObject, SnapshotStore } from '@stowage/core';
+import { isStowageError, type CacheProvider, type JsonObject, type SnapshotStore } from '@stowage/core';
+import { openStatePersistence } from '@stowage/core/adapter';
 import type { BackendReport } from '../report.ts';
 import type { Backend } from '../backends/types.ts';
 
@@ -26,12 +29,14 @@ export interface Crossings {
   cleared: number;
   overwritten: number;
   details: string[];
+  /** The second store was refused (`E_INVALID_OPTION`) beside the first: nothing could cross. */
+  refused: boolean;
 }
 
-const crossings = (): Crossings => ({ seen: 0, listed: 0, cleared: 0, overwritten: 0, details: [] });
+const crossings = (): Crossings => ({ seen: 0, listed: 0, cleared: 0, overwritten: 0, details: [], refused: false });
 const total = (c: Crossings) => c.seen + c.listed + c.cleared + c.overwritten;
 
-function count(result: Crossings, kind: Exclude<keyof Crossings, 'details'>, failed: boolean, detail: string): void {
+function count(result: Crossings, kind: 'seen' | 'listed' | 'cleared' | 'overwritten', failed: boolean, detail: string): void {
   if (!failed) return;
   result[kind] += 1;
   result.details.push(`${kind}: ${detail}`);
@@ -73,10 +78,20 @@ async function cacheCrossings(stores: NamespaceStores): Promise<Crossings> {
 }
 
 /** `t1` (outer) and `t11` (inner): outer's `1x` and inner's `x` are the same glued id. */
-async function snapshotCrossings(stores: NamespaceStores): Promise<Crossings> {
+async function snapshotCrossings(open: (prefix: string) => Promise<NamespacedSnapshots>): Promise<Crossings> {
   const result = crossings();
-  const outer = await stores.snapshots('t1');
-  const inner = await stores.snapshots('t11');
+  const outer = await open('t1');
+  await outer.save('1x', { by: 'outer' });
+  let inner: NamespacedSnapshots;
+  try {
+    inner = await open('t11');
+  } catch (error) {
+    await outer.delete('1x');
+    await outer.close();
+    if (!isStowageError(error, 'E_INVALID_OPTION')) throw error;
+    result.refused = true;
+    return result;
+  }
   try {
     await outer.save('1x', { by: 'outer' });
     await inner.save('x', { by: 'inner' });
@@ -107,7 +122,29 @@ async function snapshotCrossings(stores: NamespaceStores): Promise<Crossings> {
 }
 
 export async function measureNamespaces(stores: NamespaceStores): Promise<{ cache: Crossings; snapshots: Crossings }> {
-  return { cache: await cacheCrossings(stores), snapshots: await snapshotCrossings(stores) };
+  return { cache: await cacheCrossings(stores), snapshots: await snapshotCrossings(stores.snapshots) };
+}
+
+/** awaitly's persistence on a key-value table of its own, each prefix on another store, as another process opens it. */
+async function persistenceCrossings(backend: Backend): Promise<Crossings & { unlikeOpened: boolean }> {
+  const table = 'reliability_namespaces_state';
+  const open = async (prefix: string) => {
+    const kv = await backend.kv({ table });
+    try {
+      return await openStatePersistence<JsonObject>(kv, prefix, { ownsStore: true });
+    } catch (error) {
+      await kv.close();
+      throw error;
+    }
+  };
+  const result = await snapshotCrossings(open);
+  // Refusing every second prefix would isolate too: one that does not start like `t1` must open.
+  const unlike = await open('tenant:1:').catch((error: unknown) => {
+    if (isStowageError(error, 'E_INVALID_OPTION')) return null;
+    throw error;
+  });
+  await unlike?.close();
+  return { ...result, unlikeOpened: unlike !== null };
 }
 
 export async function namespaces(backend: Backend, report: BackendReport): Promise<void> {
@@ -117,9 +154,12 @@ export async function namespaces(backend: Backend, report: BackendReport): Promi
     cache: (prefix) => backend.cache({ prefix, table: 'reliability_namespaces_cache' }),
     snapshots: (prefix) => backend.snapshots({ prefix, table: 'reliability_namespaces_snapshots' }),
   });
+  const state = await persistenceCrossings(backend);
+  report.expect(check, 'awaitly persistence t1 then t11, one table: t11 refused, tenant:1: opens', state.refused && state.unlikeOpened ? 'yes' : 'no', 'yes', state.refused && state.unlikeOpened);
   for (const [what, c] of [
     ['caches users: / users:admin:', f.cache],
     ['snapshots t1 / t11', f.snapshots],
+    ['awaitly persistence t1 / t11', state],
   ] as const) {
     const breakdown = `seen ${c.seen}, listed ${c.listed}, cleared ${c.cleared}, overwritten ${c.overwritten}`;
     report.expect(check, `${what}: entries seen/listed/cleared/overwritten across`, total(c) === 0 ? 0 : `${total(c)} (${breakdown})`, '= 0', total(c) === 0);

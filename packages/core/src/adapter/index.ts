@@ -20,6 +20,8 @@ export {
   type StoredSnapshotItem,
 } from './snapshots.js';
 export { LockProviderBase } from './locks.js';
+/** awaitly's key-value persistence for an adapter's async factory: resolves once its prefix is recorded. */
+export { openStatePersistence } from '../persistence.js';
 export {
   DEFAULT_POLL_INTERVAL,
   StowageLockHandle,

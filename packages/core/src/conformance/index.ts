@@ -21,6 +21,7 @@ import { lockCases } from './cases/locks.js';
 import { processBackendCases } from './cases/process-backend.js';
 import { processEngineCases } from './cases/process-engine.js';
 import { snapshotCases } from './cases/snapshots.js';
+import { statePersistenceCases } from './cases/state-persistence.js';
 import {
   checkpointTransactionCases,
   idempotencyTransactionCases,
@@ -39,8 +40,8 @@ export { historyProblems, waitUntil } from './process-helpers.js';
 /** The multi-process crash test; its own entry point is `@stowage/core/conformance/crash`. */
 export * from './crash-scenario.js';
 
-/** Each contract's cases, with its cases inside the caller's transaction (cases/transactions.ts). */
-const kvCases = joinCases(keyValueCases, keyValueTransactionCases);
+/** Each contract's cases, with its cases inside the caller's transaction (cases/transactions.ts); awaitly's key-value persistence runs on the kv store. */
+const kvCases = joinCases(keyValueCases, statePersistenceCases, keyValueTransactionCases);
 const snapshotsCases = joinCases(snapshotCases, snapshotTransactionCases);
 const locksCases = joinCases(lockCases, lockTransactionCases);
 const checkpointsCases = joinCases(checkpointCases, checkpointTransactionCases);

@@ -1,5 +1,5 @@
-import { DEFAULT_STATE_PREFIX, StowageError, createStatePersistence, type SnapshotStore, type WorkflowSnapshot } from '@stowage/core';
-import { describeType } from '@stowage/core/adapter';
+import { DEFAULT_STATE_PREFIX, StowageError, type SnapshotStore, type WorkflowSnapshot } from '@stowage/core';
+import { describeType, openStatePersistence } from '@stowage/core/adapter';
 import type { MongoStoreOptions } from '../options.js';
 import { MongoKeyValueStore } from './kv.js';
 
@@ -11,7 +11,8 @@ export interface MongoPersistenceOptions extends MongoStoreOptions {
 /**
  * Seed 000's `createMongoPersistence`: a ready (connected) store for awaitly's `durable.run`,
  * kept as key-value documents `{ _id: prefix + id, value: <JSON>, version, updatedAt }` in the
- * key-value collection. Closing it closes the client only if stowage created it.
+ * key-value collection, once the prefix is recorded there (`E_INVALID_OPTION` when another prefix
+ * in the collection starts like it). Closing it closes the client only if stowage created it.
  */
 export async function createMongoPersistence<TSnapshot extends object = WorkflowSnapshot>(
   options: MongoPersistenceOptions,
@@ -24,9 +25,9 @@ export async function createMongoPersistence<TSnapshot extends object = Workflow
   const kv = new MongoKeyValueStore(rest);
   try {
     await kv.connect();
+    return await openStatePersistence<TSnapshot>(kv, prefix, { ownsStore: true });
   } catch (error) {
     await kv.close();
     throw error;
   }
-  return createStatePersistence<TSnapshot>(kv, prefix, { ownsStore: true });
 }

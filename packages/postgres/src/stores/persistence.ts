@@ -1,4 +1,5 @@
-import { DEFAULT_STATE_PREFIX, createStatePersistence, type SnapshotStore, type WorkflowSnapshot } from '@stowage/core';
+import { DEFAULT_STATE_PREFIX, type SnapshotStore, type WorkflowSnapshot } from '@stowage/core';
+import { openStatePersistence } from '@stowage/core/adapter';
 import { postgresSettings } from '../options.js';
 import { PostgresKeyValueStore, type PostgresKeyValueStoreOptions } from './kv.js';
 
@@ -10,7 +11,8 @@ export interface PostgresPersistenceOptions extends PostgresKeyValueStoreOptions
 /**
  * awaitly's Postgres persistence: a `durable.run` store kept in the key-value table (default
  * `awaitly_workflow_state`), one row per workflow under `prefix + id`. Resolves once the
- * table exists; `close()` ends the pool unless you passed your own.
+ * table exists and the prefix is recorded in it (`E_INVALID_OPTION` when another prefix in the
+ * table starts like it); `close()` ends the pool unless you passed your own.
  *
  * ```ts
  * const store = await createPostgresPersistence({ connectionString: process.env.DATABASE_URL });
@@ -23,7 +25,7 @@ export async function createPostgresPersistence<TSnapshot extends object = Workf
   const kv = new PostgresKeyValueStore(given);
   try {
     await kv.ready();
-    return createStatePersistence<TSnapshot>(kv, given.prefix ?? DEFAULT_STATE_PREFIX, { ownsStore: true });
+    return await openStatePersistence<TSnapshot>(kv, given.prefix ?? DEFAULT_STATE_PREFIX, { ownsStore: true });
   } catch (error) {
     await kv.close();
     throw error;
