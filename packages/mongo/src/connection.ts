@@ -1,6 +1,6 @@
 import { StowageError, type Capabilities } from '@stowage/core';
 import { sleep } from '@stowage/core/adapter';
-import { MongoClient, type ClientSession, type Collection, type Db, type Document, type WriteConcernSettings } from 'mongodb';
+import { MongoClient, type ClientSession, type Collection, type Db, type Document, type MongoClientOptions, type WriteConcernSettings } from 'mongodb';
 import { adoptRegistered } from './adopt.js';
 import type { MongoDialect, MongoDialectName } from './dialects/dialect.js';
 import { dialectFor, serverFeatures, type ServerFeatures } from './dialects/detect.js';
@@ -14,34 +14,77 @@ export class MongoConnection {
   readonly db: Db;
   /** True when stowage created the client and so closes it. */
   readonly ownsClient: boolean;
+  readonly #release: () => Promise<void>;
   #closing: Promise<void> | undefined;
 
-  constructor(client: MongoClient, db: Db, ownsClient: boolean) {
+  constructor(client: MongoClient, db: Db, release?: () => Promise<void>) {
     this.client = client;
     this.db = db;
-    this.ownsClient = ownsClient;
+    this.ownsClient = release !== undefined;
+    this.#release = release ?? (() => Promise.resolve());
   }
 
-  /** Closes the client if stowage created it; a client or Db passed in is left open. */
+  /** Lets go of a client stowage created (closed with its last store); a client or Db passed in is left open. */
   close(): Promise<void> {
-    this.#closing ??= this.ownsClient ? this.client.close() : Promise.resolve();
+    this.#closing ??= this.#release();
     return this.#closing;
   }
 }
 
+/**
+ * The clients stowage created, by connection string and client options, with how many stores
+ * use each: stores created from one URL share one client and its pool, as every Postgres store
+ * of a URL shares one pool (each client has its own monitoring sockets and a pool of up to
+ * `maxPoolSize` connections, so six stores used to hold six of each).
+ */
+const sharedClients = new Map<string, { client: MongoClient; stores: number }>();
+
 /** The connection the settings describe (the driver connects on first use). */
 export function openConnection({ source, database }: Pick<MongoSettings, 'source' | 'database'>): MongoConnection {
-  if ('db' in source) return new MongoConnection(source.db.client, source.db, false);
-  if ('client' in source) return new MongoConnection(source.client, source.client.db(database), false);
-  let client: MongoClient;
+  if ('db' in source) return new MongoConnection(source.db.client, source.db);
+  if ('client' in source) return new MongoConnection(source.client, source.client.db(database));
+  const key = sharingKey(source.url, source.clientOptions);
+  const shared = key === undefined ? undefined : sharedClients.get(key);
+  const entry = shared ?? { client: newClient(source.url, source.clientOptions), stores: 0 };
+  if (key !== undefined && shared === undefined) sharedClients.set(key, entry);
+  entry.stores++;
+  const release = async () => {
+    if (--entry.stores > 0) return;
+    if (key !== undefined && sharedClients.get(key) === entry) sharedClients.delete(key);
+    await entry.client.close();
+  };
+  return new MongoConnection(entry.client, entry.client.db(database), release);
+}
+
+function newClient(url: string, options: MongoClientOptions): MongoClient {
   try {
-    client = new MongoClient(source.url, source.clientOptions);
+    return new MongoClient(url, options);
   } catch (error) {
     // Not kept as the cause: a parse error can carry the connection string, password included.
-    const message = redactPassword(error instanceof Error ? error.message : String(error), source.url);
+    const message = redactPassword(error instanceof Error ? error.message : String(error), url);
     throw new StowageError('E_INVALID_OPTION', `invalid MongoDB connection string or client options: ${message}`);
   }
-  return new MongoConnection(client, client.db(database), true);
+}
+
+/**
+ * What identifies a client that stores may share: the URL and the client options, when those
+ * are plain data. Options holding anything else (a function, a certificate `Buffer`, a class
+ * instance) are not compared: such a store gets a client of its own.
+ */
+function sharingKey(url: string, options: MongoClientOptions): string | undefined {
+  const plain = (value: unknown): unknown => {
+    if (value === null || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') return value;
+    if (Array.isArray(value)) return value.map(plain);
+    const prototype: unknown = typeof value === 'object' ? Object.getPrototypeOf(value) : undefined;
+    if (prototype !== Object.prototype && prototype !== null) throw new TypeError('not plain data');
+    const entries = Object.entries(value as object).filter(([, v]) => v !== undefined);
+    return Object.fromEntries(entries.sort(([a], [b]) => (a < b ? -1 : 1)).map(([k, v]) => [k, plain(v)]));
+  };
+  try {
+    return JSON.stringify([url, plain(options ?? {})]);
+  } catch {
+    return undefined;
+  }
 }
 
 /** `text` without the password of `url` (as written and percent-decoded). */

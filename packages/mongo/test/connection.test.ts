@@ -49,20 +49,50 @@ describeEachServer(servers, 'connections', (s) => {
 
   it('stores that open their own client close it: open sockets go back to the baseline', async () => {
     const baseline = openSockets();
-    const locks = await new MongoLockProvider(storeOptions(s)).connect();
-    const snapshots = mongo({ ...storeOptions(s), lock: { collection: 'sockets_locks' } });
+    // A client of this test's own (stores share a client per URL and client options).
+    const own = () => ({ ...storeOptions(s), clientOptions: { appName: 'sockets-baseline' } });
+    const locks = await new MongoLockProvider(own()).connect();
+    const snapshots = mongo({ ...own(), lock: { collection: 'sockets_locks' } });
     const stores = [
-      await new MongoKeyValueStore(storeOptions(s)).connect(),
-      await new MongoCacheProvider(storeOptions(s)).connect(),
+      await new MongoKeyValueStore(own()).connect(),
+      await new MongoCacheProvider(own()).connect(),
       locks,
       snapshots,
-      await createMongoPersistence({ connectionString: s.url, database: s.database, collection: 'sockets_state' }),
+      await createMongoPersistence({ ...own(), collection: 'sockets_state' }),
     ];
     await snapshots.save('a', { formatVersion: 1, steps: {}, execution: { status: 'running', lastUpdated: 'now' } });
     await snapshots.tryAcquire('a');
     await locks.withLock('k', async () => undefined, { ttl: 10_000 });
-    expect(openSockets()).toBeGreaterThan(baseline);
+    // (Not compared with the baseline here: sockets of earlier tests may still be closing, and
+    // these stores share one client, so they may open fewer sockets than go away meanwhile.)
     await Promise.all(stores.map((store) => store.close()));
+    expect(await eventually(() => openSockets() <= baseline), `open sockets ${openSockets()}, baseline ${baseline}`).toBe(true);
+  });
+
+  it('stores created from one URL share one client: six stores open no more sockets than one', async () => {
+    const baseline = openSockets();
+    // Client options of this test's own, so that no store of another test lends its client.
+    const options = () => ({ ...storeOptions(s), clientOptions: { appName: 'sockets-shared' } });
+    const first = await new MongoKeyValueStore(options()).connect();
+    await first.set('k', 'v');
+    const oneStore = openSockets() - baseline;
+    const cache = await new MongoCacheProvider(options()).connect();
+    const locks = await new MongoLockProvider(options()).connect();
+    const breaker = await new MongoCircuitBreakerStore(options()).connect();
+    const checkpoints = await new MongoCheckpointStore(options()).connect();
+    const idempotency = await new MongoIdempotencyStore(options()).connect();
+    await cache.set('k', 'v');
+    await (await locks.acquire('k', 10_000))?.release();
+    await breaker.recordFailure('k', 5);
+    await checkpoints.save({ id: 'c1', taskId: 't', sequence: 1, timestamp: 0, progress: 0, data: {} });
+    await idempotency.set('k', 'v');
+    const sixStores = openSockets() - baseline;
+    // Each store used to open a client of its own: monitoring and pool sockets six times over.
+    expect(sixStores, `one store: ${oneStore} sockets, six stores: ${sixStores}`).toBeLessThanOrEqual(oneStore + 1);
+    // The client closes with the last store that uses it, not before.
+    await Promise.all([first, cache, locks, breaker, checkpoints].map((store) => store.close()));
+    expect(await idempotency.get('k')).toMatchObject({ value: 'v' });
+    await idempotency.close();
     expect(await eventually(() => openSockets() <= baseline), `open sockets ${openSockets()}, baseline ${baseline}`).toBe(true);
   });
 
