@@ -12,11 +12,15 @@
 # acknowledges it (synchronous_standby_names = 'standby', synchronous_commit = on).
 # async: the primary acknowledges at once and ships WAL afterwards.
 #
-# Ports: STOWAGE_FAILOVER_PORT (primary, default 55432) and the next one (standby). `start`
+# Ports: STOWAGE_FAILOVER_PORT (primary, default 25432) and the next one (standby), below the
+# kernel's ephemeral range (32768-60999 on Linux): a port in it can be the local end of any
+# client connection of the moment (the battery opens thousands), and the server then cannot bind
+# it ("could not bind IPv4 address: Address already in use", pg_ctl: "could not start server";
+# reproduced by holding 127.0.0.1:55440 with a client socket). `start`
 # first removes whatever a previous run left behind on those ports and in its directory (also
 # after a crash), and refuses a port held by anything else. `stop` removes everything.
 set -euo pipefail
-primary_port="${STOWAGE_FAILOVER_PORT:-55432}"
+primary_port="${STOWAGE_FAILOVER_PORT:-25432}"
 standby_port=$((primary_port + 1))
 bin="${STOWAGE_PG_BIN:-/usr/lib/postgresql/15/bin}"
 state="${TMPDIR:-/tmp}/stowage-failover-$primary_port"
@@ -76,6 +80,14 @@ wait_ready() {
   return 1
 }
 
+# Starts the server of $state/$1; when it does not start, says why (its log) and fails.
+start_server() {
+  as_postgres "$bin/pg_ctl" -D "$state/$1" -l "$state/$1.log" -w -t 60 start >/dev/null && return 0
+  echo "the $1 server did not start; its log:" >&2
+  cat "$state/$1.log" >&2 || true
+  return 1
+}
+
 # Settings of both servers; the standby's copy (pg_basebackup copies postgresql.conf) is
 # changed after the copy.
 server_conf() {
@@ -115,7 +127,7 @@ start() {
   as_postgres "$bin/initdb" -D "$state/primary" -U postgres --auth=trust --no-sync -E UTF8 --locale=C.UTF-8 >/dev/null
   server_conf "$primary_port" primary >>"$state/primary/postgresql.conf"
   echo "host replication postgres 127.0.0.1/32 trust" >>"$state/primary/pg_hba.conf"
-  as_postgres "$bin/pg_ctl" -D "$state/primary" -l "$state/primary.log" -w -t 60 start >/dev/null
+  start_server primary
   wait_ready "$primary_port"
   psql_primary -c 'CREATE DATABASE test' >/dev/null
 
@@ -126,7 +138,7 @@ start() {
   # a primary waiting for a standby that does not exist would never acknowledge a commit.
   server_conf "$standby_port" standby >>"$state/standby/postgresql.conf"
   echo "synchronous_standby_names = ''" >>"$state/standby/postgresql.conf"
-  as_postgres "$bin/pg_ctl" -D "$state/standby" -l "$state/standby.log" -w -t 60 start >/dev/null
+  start_server standby
   wait_ready "$standby_port"
 
   if [ "$mode" = sync ]; then
