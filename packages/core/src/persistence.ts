@@ -13,7 +13,7 @@ export const DEFAULT_STATE_PREFIX = 'workflow:state:';
  * JSON `{ "prefixes": [...] }`. U+007F (DEL) first, so that no prefix a person writes lists it; only
  * the empty prefix could, and its persistence skips it.
  */
-export const STATE_PREFIXES_KEY = '\u007fstowage:state-prefixes';
+const STATE_PREFIXES_KEY = '\u007fstowage:state-prefixes';
 
 export interface StatePersistenceOptions {
   /** Close the key-value store when the persistence is closed (the adapters' factories set this). */
