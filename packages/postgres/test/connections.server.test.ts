@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { LockHandle } from '@stowage/core';
-import { findPostgresServer } from '@stowage/test-env';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, expect, test } from 'vitest';
 import { PostgresKeyValueStore, PostgresLockProvider, connect, grantsSql, schemaSql } from '../src/index.js';
 import { CountingPool } from './support/counting-pool.js';
-import { dropTables, tableSet, uniqueSuffix, type TableSet } from './support/context.js';
+import { uniqueSuffix } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * How stores use connections: one pool and one LISTEN connection per database, wake-ups that
@@ -14,19 +14,8 @@ import { dropTables, tableSet, uniqueSuffix, type TableSet } from './support/con
  * flight when a store is closed or its pool ended. Counts (connections, statements) and
  * outcomes, never timings.
  */
-const server = await findPostgresServer();
-const describeServer = server ? describe : describe.skip;
-
-const url = server?.url ?? '';
-let admin: pg.Pool;
-const created: TableSet[] = [];
+const { url, admin, describeServer, freshTables } = await serverTestSetup();
 const roles: string[] = [];
-
-function freshTables(): TableSet {
-  const tables = tableSet();
-  created.push(tables);
-  return tables;
-}
 
 /** Polls `condition` until it holds (the server and the listener act asynchronously). */
 async function eventually(condition: () => boolean | Promise<boolean>, what: string, attempts = 3000): Promise<void> {
@@ -65,14 +54,8 @@ async function expectWokenByRelease(holder: PostgresLockProvider, waiter: Postgr
 }
 
 describeServer('connections', () => {
-  beforeAll(() => {
-    admin = new pg.Pool({ connectionString: url, max: 3, application_name: 'stowage-test-admin' });
-  });
   afterAll(async () => {
-    for (const tables of created) await dropTables(admin, tables);
     for (const role of roles) await admin.query(`DROP OWNED BY ${role}; DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
-    await admin.end();
-    await server?.stop();
   });
 
   test('every store on one URL shares one pool and one LISTEN connection: at most pool max + 1 server connections', async () => {

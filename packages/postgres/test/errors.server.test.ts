@@ -1,27 +1,15 @@
 import { StowageError } from '@stowage/core';
-import { findPostgresServer } from '@stowage/test-env';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { PostgresCacheProvider, PostgresKeyValueStore, PostgresLockProvider, postgres } from '../src/index.js';
-import { dropTables, tableSet, uniqueSuffix, type TableSet } from './support/context.js';
+import { uniqueSuffix } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * Every failure the server or the driver reports reaches the caller as a `StowageError` whose
  * code says what to do: retry (`E_UNAVAILABLE`, `E_TIMEOUT`), fix the configuration
  * (`E_INVALID_OPTION`), or fix the input (`E_INVALID_KEY`). One case per kind of failure.
  */
-const server = await findPostgresServer();
-const describeServer = server ? describe : describe.skip;
-
-const url = server?.url ?? '';
-let admin: pg.Pool;
-const created: TableSet[] = [];
-
-function freshTables(): TableSet {
-  const tables = tableSet();
-  created.push(tables);
-  return tables;
-}
+const { url, admin, describeServer, freshTables } = await serverTestSetup();
 
 /** The rejection of `promise`, which must be a StowageError with `code` caused by a driver error. */
 async function failure(promise: Promise<unknown>, code: string): Promise<StowageError & { cause: { code?: string; message?: string } }> {
@@ -36,14 +24,6 @@ async function failure(promise: Promise<unknown>, code: string): Promise<Stowage
 }
 
 describeServer('errors a caller can act on', () => {
-  beforeAll(() => {
-    admin = new pg.Pool({ connectionString: url, max: 2, application_name: 'stowage-test-admin' });
-  });
-  afterAll(async () => {
-    for (const tables of created) await dropTables(admin, tables);
-    await admin.end();
-    await server?.stop();
-  });
 
   test('a read-only server (a failover target): a fresh store with the default autoCreate reads; writes are E_UNAVAILABLE', async () => {
     const tables = freshTables();

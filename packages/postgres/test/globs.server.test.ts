@@ -1,29 +1,16 @@
 import { compileGlob, globMatcher } from '@stowage/core/adapter';
-import { findPostgresServer } from '@stowage/test-env';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, expect, test } from 'vitest';
 import { PostgresKeyValueStore } from '../src/index.js';
 import { encodeText, globMatchParameters } from '../src/key-encoding.js';
 import { globMatchSql } from '../src/sql.js';
-import { dropTables, tableSet, type TableSet } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * Globs over keys stored with the U+0000/U+0001 escape: exact, and matched in time linear in
  * the key whatever the glob. A slow plan is turned into a failure by a statement_timeout on
  * the connection, so nothing here measures time.
  */
-const server = await findPostgresServer();
-const describeServer = server ? describe : describe.skip;
-
-const url = server?.url ?? '';
-let admin: pg.Pool;
-const created: TableSet[] = [];
-
-function freshTables(): TableSet {
-  const tables = tableSet();
-  created.push(tables);
-  return tables;
-}
+const { url, admin, describeServer, freshTables } = await serverTestSetup({ max: 2, statement_timeout: 3000 });
 
 /** Globs of at most 8 KB (1024 UTF-8 bytes of key plus wildcards) meant to be expensive. */
 const HOSTILE_GLOBS = [
@@ -40,14 +27,8 @@ function escapedKeys(): string[] {
 }
 
 describeServer('globs over escaped keys', () => {
-  beforeAll(() => {
-    admin = new pg.Pool({ connectionString: url, max: 2, application_name: 'stowage-test-admin', statement_timeout: 3000 });
-  });
   afterAll(async () => {
     await admin.query('SET statement_timeout = 0');
-    for (const tables of created) await dropTables(admin, tables);
-    await admin.end();
-    await server?.stop();
   });
 
   test('matching is exact: the SQL agrees with the kit glob matcher on keys with U+0000, U+0001 and their look-alikes', async () => {

@@ -1,9 +1,8 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { ClientClockSkew } from '@stowage/core/conformance';
-import { findPostgresServer } from '@stowage/test-env';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, expect, test } from 'vitest';
 import {
   PostgresCacheProvider,
   PostgresCheckpointStore,
@@ -17,25 +16,15 @@ import {
   schemaSql,
 } from '../src/index.js';
 import { CountingPool } from './support/counting-pool.js';
-import { dropTables, tableSet, uniqueSuffix, type TableSet } from './support/context.js';
+import { uniqueSuffix } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * What the conformance suite cannot see from outside: processes, pools, connections, round
  * trips, identifiers and the driver's errors, against the real PostgreSQL server.
  */
-const server = await findPostgresServer();
-const describeServer = server ? describe : describe.skip;
+const { server, url, admin, describeServer, freshTables } = await serverTestSetup();
 if (server) console.log(`[stowage postgres] specific tests backend: ${server.label}`);
-
-const url = server?.url ?? '';
-let admin: pg.Pool;
-const created: { tables: TableSet; schema?: string }[] = [];
-
-function freshTables(schema?: string): TableSet {
-  const tables = tableSet();
-  created.push({ tables, schema });
-  return tables;
-}
 
 async function expectCode(promise: Promise<unknown>, code: string): Promise<unknown> {
   const error = await promise.then(
@@ -57,14 +46,8 @@ async function eventually(condition: () => Promise<boolean>, what: string, attem
 }
 
 describeServer('postgres server specifics', () => {
-  beforeAll(() => {
-    admin = new pg.Pool({ connectionString: url, max: 3, application_name: 'stowage-test-admin' });
-  });
   afterAll(async () => {
-    for (const { tables, schema } of created) await dropTables(admin, tables, schema);
     await admin.query('DROP SCHEMA IF EXISTS stowage_first_use CASCADE');
-    await admin.end();
-    await server?.stop();
   });
 
   test('20 OS processes use fresh tables at once: one schema, no errors, no lost increment, one winner each', { timeout: 120_000 }, async () => {
@@ -232,7 +215,7 @@ describeServer('postgres server specifics', () => {
 
     // Upper case survives because names are always quoted.
     const table = `Mixed_${uniqueSuffix()}`;
-    created.push({ tables: { ...tableSet(), kv: table } });
+    freshTables(undefined, { kv: table });
     const kv = new PostgresKeyValueStore({ url, table });
     await kv.set('k', 'v');
     const { rows } = await admin.query('SELECT 1 FROM information_schema.tables WHERE table_name = $1', [table]);

@@ -1,6 +1,5 @@
-import { findPostgresServer } from '@stowage/test-env';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import {
   PostgresCacheProvider,
   PostgresKeyValueStore,
@@ -14,7 +13,7 @@ import {
 import { DEFAULT_CLEANUP_INTERVAL } from '../src/options.js';
 import { activeSweepers, type TableSweeper } from '../src/sweeper.js';
 import { CountingPool } from './support/counting-pool.js';
-import { dropTables, tableSet, type TableSet } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * Retention by default (issue 19): expired rows are removed without anyone calling
@@ -22,17 +21,7 @@ import { dropTables, tableSet, type TableSet } from './support/context.js';
  * and the process log have optional retention periods. No timing: each case runs the table's
  * sweep itself (`sweeper.sweep()`), as the timer would.
  */
-const server = await findPostgresServer();
-const describeServer = server ? describe : describe.skip;
-const url = server?.url ?? '';
-let admin: pg.Pool;
-const created: TableSet[] = [];
-
-function freshTables(): TableSet {
-  const tables = tableSet();
-  created.push(tables);
-  return tables;
-}
+const { url, admin, describeServer, freshTables } = await serverTestSetup();
 
 /** The one sweeper of `table` (fails when there is none, or more than one). */
 function sweeperOf(table: string): TableSweeper {
@@ -47,14 +36,6 @@ async function keysOf(table: string): Promise<string[]> {
 }
 
 describeServer('retention by default', () => {
-  beforeAll(() => {
-    admin = new pg.Pool({ connectionString: url, max: 2 });
-  });
-  afterAll(async () => {
-    for (const tables of created) await dropTables(admin, tables);
-    await admin.end();
-    await server?.stop();
-  });
 
   test('a store with default options has a sweeper (every minute) that removes expired rows; close() stops it', async () => {
     const tables = freshTables();

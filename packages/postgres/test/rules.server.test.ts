@@ -1,9 +1,8 @@
 import { inspect } from 'node:util';
 import { richCodec, type LockHandle, type StowageResource } from '@stowage/core';
 import type { KeyValueWriteOp } from '@stowage/core/adapter';
-import { findPostgresServer } from '@stowage/test-env';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import {
   PostgresCacheProvider,
   PostgresCheckpointStore,
@@ -17,25 +16,15 @@ import {
   postgres,
 } from '../src/index.js';
 import { CountingPool } from './support/counting-pool.js';
-import { dropTables, tableSet, uniqueSuffix, type TableSet } from './support/context.js';
+import { uniqueSuffix } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * The rules every backend keeps, checked where only SQL shows them: the order in which
  * batches lock rows, how fences are taken, what sits in the columns, and what stowage objects
  * print.
  */
-const server = await findPostgresServer();
-const describeServer = server ? describe : describe.skip;
-
-const url = server?.url ?? '';
-let admin: pg.Pool;
-const created: TableSet[] = [];
-
-function freshTables(): TableSet {
-  const tables = tableSet();
-  created.push(tables);
-  return tables;
-}
+const { url, admin, describeServer, freshTables } = await serverTestSetup();
 
 /**
  * Runs the batch statements with the keys in the order given, past the kit (which sorts
@@ -58,14 +47,6 @@ async function eventually(condition: () => boolean, what: string): Promise<void>
 }
 
 describeServer('postgres rules', () => {
-  beforeAll(() => {
-    admin = new pg.Pool({ connectionString: url, max: 2, application_name: 'stowage-test-admin' });
-  });
-  afterAll(async () => {
-    for (const tables of created) await dropTables(admin, tables);
-    await admin.end();
-    await server?.stop();
-  });
 
   test('batches over the same keys in opposite orders never deadlock (no 40P01)', { timeout: 120_000 }, async () => {
     const tables = freshTables();

@@ -1,6 +1,6 @@
-import { findPgBouncer, findPostgresServer } from '@stowage/test-env';
+import { findPgBouncer } from '@stowage/test-env';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, describe, expect, test } from 'vitest';
 import {
   PostgresCacheProvider,
   PostgresIdempotencyStore,
@@ -17,7 +17,8 @@ import { cacheStatements } from '../src/stores/cache.js';
 import { keyValueStatements } from '../src/stores/kv.js';
 import { snapshotStatements } from '../src/stores/snapshots.js';
 import { CountingPool } from './support/counting-pool.js';
-import { dropTables, tableSet, type TableSet } from './support/context.js';
+import { dropTables, tableSet } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * Which statement each call sends: concurrent point calls coalesce into one statement (a lone
@@ -25,18 +26,7 @@ import { dropTables, tableSet, type TableSet } from './support/context.js';
  * range, `scan()` pages are index ranges, and `clearExpired()` removes rows in bounded
  * batches. The plans of these statements are checked in plans.server.test.ts.
  */
-const server = await findPostgresServer();
-const describeServer = server ? describe : describe.skip;
-
-const url = server?.url ?? '';
-let admin: pg.Pool;
-const created: TableSet[] = [];
-
-function freshTables(): TableSet {
-  const tables = tableSet();
-  created.push(tables);
-  return tables;
-}
+const { server, url, admin, describeServer, freshTables } = await serverTestSetup();
 
 /** The statements `operation` sent through `counting`. */
 async function sentBy(counting: CountingPool, operation: () => Promise<unknown>): Promise<string[]> {
@@ -58,14 +48,6 @@ test('keyRange: the stored keys that start with a prefix, in byte order', () => 
 });
 
 describeServer('statements stowage sends', () => {
-  beforeAll(() => {
-    admin = new pg.Pool({ connectionString: url, max: 2, application_name: 'stowage-test-admin' });
-  });
-  afterAll(async () => {
-    for (const tables of created) await dropTables(admin, tables);
-    await admin.end();
-    await server?.stop();
-  });
 
   test('key-value store: 32 concurrent gets, exists, sets or deletes are one statement each; a lone call is its single-key statement', async () => {
     const counting = new CountingPool(new pg.Pool({ connectionString: url, max: 4 }));

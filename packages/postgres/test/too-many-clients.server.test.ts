@@ -1,9 +1,9 @@
 import { StowageError } from '@stowage/core';
-import { findPostgresServer } from '@stowage/test-env';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { afterAll, expect, test } from 'vitest';
 import { PostgresIdempotencyStore, PostgresKeyValueStore, grantsSql, schemaSql } from '../src/index.js';
-import { dropTables, tableSet, uniqueSuffix, type TableSet } from './support/context.js';
+import { uniqueSuffix, type TableSet } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * A server that refuses new connections (53300 too_many_connections: `max_connections`, or a
@@ -11,12 +11,7 @@ import { dropTables, tableSet, uniqueSuffix, type TableSet } from './support/con
  * connections waits for one of its own, as if its `max` were what the server granted; a pool
  * that holds none waits for room the same way, up to its bound. Outcomes only, never timings.
  */
-const server = await findPostgresServer();
-const describeServer = server ? describe : describe.skip;
-
-const url = server?.url ?? '';
-let admin: pg.Pool;
-const created: TableSet[] = [];
+const { url, admin, describeServer, freshTables } = await serverTestSetup();
 const roles: string[] = [];
 
 /** A role of its own that may hold at most `limit` connections, granted the kv and idempotency tables of `tables`; its URL. */
@@ -33,26 +28,14 @@ async function limitedRole(tables: TableSet, limit: number): Promise<string> {
   return limited.toString();
 }
 
-function freshTables(): TableSet {
-  const tables = tableSet();
-  created.push(tables);
-  return tables;
-}
-
 /** The code of each outcome: 'ok', or the StowageError's code. */
 function outcomes(settled: PromiseSettledResult<unknown>[]): string[] {
   return settled.map((result) => (result.status === 'fulfilled' ? 'ok' : result.reason instanceof StowageError ? result.reason.code : String(result.reason)));
 }
 
 describeServer('too many clients (53300)', () => {
-  beforeAll(() => {
-    admin = new pg.Pool({ connectionString: url, max: 2, application_name: 'stowage-test-admin' });
-  });
   afterAll(async () => {
-    for (const tables of created) await dropTables(admin, tables);
     for (const role of roles) await admin.query(`DROP OWNED BY ${role}; DROP ROLE IF EXISTS ${role}`).catch(() => undefined);
-    await admin.end();
-    await server?.stop();
   });
 
   test('the server refuses a connection with 53300 for a role at its connection limit', async () => {
