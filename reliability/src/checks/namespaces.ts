@@ -81,12 +81,10 @@ async function cacheCrossings(stores: NamespaceStores): Promise<Crossings> {
 async function snapshotCrossings(open: (prefix: string) => Promise<NamespacedSnapshots>): Promise<Crossings> {
   const result = crossings();
   const outer = await open('t1');
-  await outer.save('1x', { by: 'outer' });
   let inner: NamespacedSnapshots;
   try {
     inner = await open('t11');
   } catch (error) {
-    await outer.delete('1x');
     await outer.close();
     if (!isStowageError(error, 'E_INVALID_OPTION')) throw error;
     result.refused = true;
