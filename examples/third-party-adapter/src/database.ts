@@ -67,7 +67,8 @@ export const SCHEMA = `
     key        TEXT PRIMARY KEY,
     owner      TEXT,
     fence      INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL
+    expires_at INTEGER NOT NULL,
+    renewed    INTEGER NOT NULL DEFAULT 0
   ) WITHOUT ROWID;
 `;
 

@@ -168,8 +168,9 @@ export function assertCodec(codec: unknown, what = 'codec'): asserts codec is Co
 }
 
 /**
- * Encodes with `codec`; anything the codec cannot turn into a string (it throws, or returns
- * something else, as `JSON.stringify(undefined)` does) is `E_INVALID_VALUE`.
+ * Encodes with `codec`; anything the codec cannot turn into text that every backend stores
+ * exactly (it throws, returns something else, as `JSON.stringify(undefined)` does, or returns
+ * a string with a lone surrogate, which a database would store as U+FFFD) is `E_INVALID_VALUE`.
  */
 export function encodeValue(codec: Codec, value: unknown, what = 'value'): string {
   let text: unknown;
@@ -180,5 +181,20 @@ export function encodeValue(codec: Codec, value: unknown, what = 'value'): strin
     throw new StowageError('E_INVALID_VALUE', `${what} could not be encoded`, { cause: error });
   }
   if (typeof text !== 'string') throw new StowageError('E_INVALID_VALUE', `${what} could not be encoded as text`);
+  if (!text.isWellFormed()) throw new StowageError('E_INVALID_VALUE', `the codec encoded ${what} as text with a lone surrogate, which no backend stores exactly`);
   return text;
+}
+
+/**
+ * Decodes stored text with `codec`; text it cannot decode (a row written by other code, or
+ * under another codec) is `E_INVALID_VALUE` with the codec's error as `cause`, never the
+ * codec's raw `SyntaxError`.
+ */
+export function decodeValue(codec: Codec, text: string, what = 'the stored value'): unknown {
+  try {
+    return codec.decode(text);
+  } catch (error) {
+    if (error instanceof StowageError) throw error;
+    throw new StowageError('E_INVALID_VALUE', `${what} could not be decoded`, { cause: error });
+  }
 }

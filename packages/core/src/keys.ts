@@ -57,6 +57,13 @@ export const MAX_DURATION_MS = 100 * 365.25 * 24 * 60 * 60 * 1000;
  * Throws `E_INVALID_OPTION` unless `ms` is a positive integer number of milliseconds, at most
  * {@link MAX_DURATION_MS}. Durations are milliseconds everywhere in stowage.
  */
+/** An owner token: stored as it is (PostgreSQL `text` holds no U+0000), so any other string up to 256 characters. */
+export function assertValidOwner(owner: unknown, what = 'owner'): asserts owner is string {
+  if (typeof owner !== 'string' || owner.length === 0 || owner.length > 256 || !owner.isWellFormed() || owner.includes('\0')) {
+    throw new StowageError('E_INVALID_OPTION', `${what} must be a non-empty, well-formed string of at most 256 characters without U+0000`);
+  }
+}
+
 export function assertValidDuration(ms: unknown, what = 'ttl'): asserts ms is number {
   if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms <= 0 || ms > MAX_DURATION_MS) {
     throw new StowageError(

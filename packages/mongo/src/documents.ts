@@ -24,6 +24,17 @@ export interface KeyValueDocument {
 }
 
 /**
+ * When a key-value or snapshot document was last written: its `updatedAt` when that is a
+ * valid date, else the epoch. A document written by awaitly's own persistence has none, and
+ * one written by hand or another tool may hold anything there (a string, a number): such a
+ * document reads as written at the epoch rather than failing every read and listing.
+ */
+export function lastWritten(document: { updatedAt?: unknown }): Date {
+  const { updatedAt } = document;
+  return updatedAt instanceof Date && !Number.isNaN(updatedAt.getTime()) ? updatedAt : new Date(0);
+}
+
+/**
  * A snapshot document (collection `awaitly_snapshots`): the key-value document shape, with the
  * store's prefix as `ns` and `_id` = `prefix + "\u0000" + id`, so each prefix is a namespace
  * of its own (`users:` never sees `users:admin:`) and a listing is an index range.
@@ -55,6 +66,8 @@ export interface LockDocument {
   owner?: string;
   /** When the lease ends. */
   expiresAt?: Date;
+  /** Whether the latest grant only renewed its owner's live lease (absent on documents of older versions). */
+  renewed?: boolean;
 }
 
 /** One circuit (collection `stowage_circuit`, seed 001's circuit document). */

@@ -474,6 +474,7 @@ function acquirePipeline(owner: string, ttl: number): Document[] {
         fence: ifGranted({ $cond: ['$_renew', '$fence', { $add: [{ $ifNull: ['$fence', 0] }, 1] }] }, '$fence'),
         owner: ifGranted({ $literal: owner }, '$owner'),
         expiresAt: ifGranted({ $add: ['$$NOW', ttl] }, '$expiresAt'),
+        renewed: ifGranted('$_renew', '$renewed'),
       },
     },
     { $unset: ['_grant', '_renew'] },

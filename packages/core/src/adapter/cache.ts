@@ -1,7 +1,7 @@
 import type { CacheOptions, CacheProvider } from '../contracts/cache.js';
 import { StowageError } from '../errors.js';
 import { compileGlob, type Glob } from '../glob.js';
-import { assertCodec, encodeValue, jsonCodec, type Codec } from '../json.js';
+import { assertCodec, decodeValue, encodeValue, jsonCodec, type Codec } from '../json.js';
 import { assertOptionalDuration, assertValidKey } from '../keys.js';
 import { assertOptionsObject, assertValidPrefix } from './options.js';
 import { compareKeys } from '../keys.js';
@@ -9,7 +9,7 @@ import { Coalescer } from './coalesce.js';
 import { booleanOption, pageAfter, pageSizeOf } from './options.js';
 import type { ScanOptions } from '../contracts/common.js';
 import { cacheLookupChannel, type CacheLookupMessage, type StoreIdentity } from '../diagnostics.js';
-import { StoreBase } from './store.js';
+import { StoreBase, callerCode } from './store.js';
 
 /**
  * The whole {@link CacheProvider} behaviour over a few backend operations: argument checks,
@@ -60,7 +60,7 @@ export abstract class CacheProviderBase extends StoreBase implements CacheProvid
       assertValidKey(key);
       const text = await (this.#gets ? this.#gets.run(key) : this._get(key));
       this.#lookedUp(text);
-      return text === null ? null : (this.#codec.decode(text) as T);
+      return text === null ? null : (decodeValue(this.#codec, text, `the cached value of "${key}"`) as T);
     }, key);
   }
 
@@ -128,11 +128,11 @@ export abstract class CacheProviderBase extends StoreBase implements CacheProvid
         const cached = await this._get(key); // a cached JSON null is a hit too
         this.#lookedUp(cached);
         if (cached !== null) return cached;
-        const loaded = encodeValue(this.#codec, await loader());
+        const loaded = encodeValue(this.#codec, await callerCode(loader));
         await this._set(key, loaded, expiresIn);
         return loaded;
       });
-      return this.#codec.decode(text) as T;
+      return decodeValue(this.#codec, text, `the cached value of "${key}"`) as T;
     }, key);
   }
 

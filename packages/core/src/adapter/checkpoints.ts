@@ -1,6 +1,6 @@
 import type { Checkpoint, CheckpointStore } from '../contracts/checkpoints.js';
 import { StowageError } from '../errors.js';
-import { assertCodec, encodeValue, jsonCodec, type Codec, type JsonValue } from '../json.js';
+import { assertCodec, decodeValue, encodeValue, jsonCodec, type Codec, type JsonValue } from '../json.js';
 import { assertValidKey, describeType, describeValue } from '../keys.js';
 import type { StoreIdentity } from '../diagnostics.js';
 import { StoreBase } from './store.js';
@@ -105,7 +105,7 @@ export abstract class CheckpointStoreBase<TData = JsonValue> extends StoreBase i
   #decode(stored: StoredCheckpoint | null): Checkpoint<TData> | null {
     if (stored === null) return null;
     const { data, estimatedTimeRemaining, ...rest } = stored;
-    const checkpoint: Checkpoint<TData> = { ...rest, data: this.#codec.decode(data) as TData };
+    const checkpoint: Checkpoint<TData> = { ...rest, data: decodeValue(this.#codec, data, `the data of checkpoint "${rest.id}"`) as TData };
     if (estimatedTimeRemaining !== undefined && estimatedTimeRemaining !== null) checkpoint.estimatedTimeRemaining = estimatedTimeRemaining;
     return checkpoint;
   }

@@ -1,11 +1,11 @@
 import type { DatabaseTransaction } from '../contracts/common.js';
 import type { IdempotencyRecord, IdempotencyStore, Reservation, RunOnceOptions } from '../contracts/idempotency.js';
 import { StowageError } from '../errors.js';
-import { assertCodec, encodeValue, jsonCodec, type Codec } from '../json.js';
+import { assertCodec, decodeValue, encodeValue, jsonCodec, type Codec } from '../json.js';
 import { assertOptionalDuration, assertValidDuration, assertValidKey } from '../keys.js';
 import { newOwnerToken } from './lock-support.js';
 import type { StoreIdentity } from '../diagnostics.js';
-import { StoreBase } from './store.js';
+import { StoreBase, callerCode } from './store.js';
 
 /** A completed result as the backend stores it: the codec's text, expiry in epoch ms (store clock). */
 export interface StoredResult {
@@ -101,38 +101,26 @@ export abstract class IdempotencyStoreBase extends StoreBase implements Idempote
    * the claim is the key's row: a concurrent runner of the key waits for this transaction, then
    * finds the result. `fn`'s own error reaches the caller as it was thrown.
    */
-  async runOnce<T>(key: string, fn: (transaction: DatabaseTransaction) => Promise<T>, options: RunOnceOptions = {}): Promise<T> {
-    let thrown: { error: unknown } | undefined;
-    try {
-      return await this.call('idempotency.runOnce', () => {
-        assertValidKey(key);
-        if (typeof fn !== 'function') throw new StowageError('E_INVALID_OPTION', 'runOnce needs a function to run');
-        assertOptionalDuration(options.ttl);
-        return this.runInTransaction(async (store, transaction) => {
-          thrown = undefined;
-          const token = newOwnerToken();
-          const found = await store._reserve(key, token, RUN_ONCE_CLAIM_TTL);
-          if (found.status === 'completed') return this.#record<T>(found).value;
-          if (found.status === 'in-flight') throw new StowageError('E_LOCK_NOT_OWNED', `"${key}" is reserved by a reserve() call still in flight`);
-          let value: T;
-          try {
-            value = await fn(transaction);
-          } catch (error) {
-            thrown = { error };
-            throw error;
-          }
-          // Nobody else can have claimed the key: this transaction holds its row.
-          await store._complete(key, token, encodeValue(this.#codec, value), options.ttl);
-          return value;
-        });
-      }, key);
-    } catch (error) {
-      throw thrown ? thrown.error : error;
-    }
+  runOnce<T>(key: string, fn: (transaction: DatabaseTransaction) => Promise<T>, options: RunOnceOptions = {}): Promise<T> {
+    return this.call('idempotency.runOnce', () => {
+      assertValidKey(key);
+      if (typeof fn !== 'function') throw new StowageError('E_INVALID_OPTION', 'runOnce needs a function to run');
+      assertOptionalDuration(options.ttl);
+      return this.runInTransaction(async (store, transaction) => {
+        const token = newOwnerToken();
+        const found = await store._reserve(key, token, RUN_ONCE_CLAIM_TTL);
+        if (found.status === 'completed') return this.#record<T>(found).value;
+        if (found.status === 'in-flight') throw new StowageError('E_LOCK_NOT_OWNED', `"${key}" is reserved by a reserve() call still in flight`);
+        const value = await callerCode(() => fn(transaction));
+        // Nobody else can have claimed the key: this transaction holds its row.
+        await store._complete(key, token, encodeValue(this.#codec, value), options.ttl);
+        return value;
+      });
+    }, key);
   }
 
   #record<T>(stored: StoredResult): IdempotencyRecord<T> {
-    const record: IdempotencyRecord<T> = { value: this.#codec.decode(stored.text) as T };
+    const record: IdempotencyRecord<T> = { value: decodeValue(this.#codec, stored.text, 'the stored result') as T };
     if (stored.expiresAt !== null) record.expiresAt = stored.expiresAt;
     return record;
   }

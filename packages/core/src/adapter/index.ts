@@ -5,7 +5,7 @@
  * it and implements the small `_` operations, one statement each. See "Writing an adapter" in
  * the package README.
  */
-export { StoreBase, type OperationSubject } from './store.js';
+export { StoreBase, callerCode, callerError, type OperationSubject } from './store.js';
 export type { StoreIdentity } from '../diagnostics.js';
 export { KeyValueStoreBase, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from './kv.js';
 export { Coalescer } from './coalesce.js';
@@ -27,7 +27,6 @@ export {
   StowageLockHandle,
   acquireWithWait,
   WaitLines,
-  assertValidOwner,
   newOwnerToken,
   parseAcquireArgs,
   runWithLock,
@@ -64,9 +63,9 @@ export {
 } from './options.js';
 // The rules adapters build on, for backends that compile them to their own dialect.
 export * from '../process/validation.js';
-export { MAX_KEY_BYTES, MAX_DURATION_MS, assertValidKey, assertValidKeys, assertValidStringValue, assertValidDuration, assertOptionalDuration, compareKeys, describeType, describeValue, utf8ByteLength } from '../keys.js';
+export { MAX_KEY_BYTES, MAX_DURATION_MS, assertValidKey, assertValidKeys, assertValidOwner, assertValidStringValue, assertValidDuration, assertOptionalDuration, compareKeys, describeType, describeValue, utf8ByteLength } from '../keys.js';
 export { compileGlob, escapeGlob, escapeLike, escapeRegex, globMatcher, globToLike, globToRegExp, globToRegexSource, parseGlob, type Glob, type GlobToken, type RegexFlavor } from '../glob.js';
-export { assertCodec, assertJsonValue, encodeValue } from '../json.js';
+export { assertCodec, assertJsonValue, decodeValue, encodeValue } from '../json.js';
 export { closedError, socketErrorCode } from '../errors.js';
 export { MeasuredClock, type ClockSample, type MeasuredClockOptions } from '../measured-clock.js';
 export { sleep } from '../clock.js';

@@ -12,7 +12,7 @@ import { compileGlob, escapeGlob, type Glob } from '../glob.js';
 import { assertValidKey, assertValidKeys, assertValidStringValue, compareKeys } from '../keys.js';
 import { assertExpectedVersion, parseKeyValueWrites, ttlOfSetOptions } from './options.js';
 import { Coalescer } from './coalesce.js';
-import { MAX_SCAN_PAGE, assertOptionsObject, booleanOption, pageAfter, pageSizeOf } from './options.js';
+import { MAX_SCAN_PAGE, assertOptionsObject, booleanOption, isStorableTime, pageAfter, pageSizeOf } from './options.js';
 import type { StoreIdentity } from '../diagnostics.js';
 import { StoreBase } from './store.js';
 
@@ -205,7 +205,7 @@ export abstract class KeyValueStoreBase extends StoreBase implements KeyValueSto
         throw new StowageError('E_INVALID_OPTION', `limit must be an integer from 1 to ${MAX_SCAN_PAGE}`);
       }
       const after = options.after;
-      if (after !== undefined && (!(after.updatedAt instanceof Date) || Number.isNaN(after.updatedAt.getTime()) || typeof after.key !== 'string')) {
+      if (after !== undefined && (!isStorableTime(after.updatedAt) || typeof after.key !== 'string')) {
         throw new StowageError('E_INVALID_OPTION', 'after must be { updatedAt: Date, key: string } of an entry recentEntries returned');
       }
       return this._recentEntries(prefix, after ?? null, limit);

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { sleep } from '../clock.js';
 import type { AcquireOptions, LockHandle, WithLockOptions } from '../contracts/locks.js';
 import { StowageError } from '../errors.js';
-import { assertValidDuration, assertValidKey, describeType } from '../keys.js';
-import type { OperationSubject } from './store.js';
+import { assertValidDuration, assertValidKey, assertValidOwner, describeType } from '../keys.js';
+import { callerError, type OperationSubject } from './store.js';
 
 /**
  * The lock logic every backend shares, written once: argument parsing, the waiting loop, the
@@ -17,6 +17,12 @@ export interface Lease {
   owner: string;
   fence: number;
   expiresAt: Date;
+  /**
+   * True when `owner` already held the live lease and the grant only renewed it (keeping its
+   * fence). An acquisition aborted while in flight releases a new grant, never a renewal: the
+   * caller held that lease before it called.
+   */
+  renewed?: boolean;
 }
 
 /**
@@ -26,8 +32,9 @@ export interface Lease {
 export interface LeaseDriver {
   /**
    * Grants the lease if the key is free, expired, or held by `owner` (who then keeps the
-   * fence); a new grant gets a fence higher than every fence ever granted for the key.
-   * `null` while another owner holds a live lease; an attempt that fails consumes no fence.
+   * fence, and the lease says `renewed`); a new grant gets a fence higher than every fence
+   * ever granted for the key. `null` while another owner holds a live lease; an attempt that
+   * fails consumes no fence.
    */
   acquire(key: string, owner: string, ttl: number): Promise<Lease | null>;
   /** Sets a live lease of `owner` to end `ttl` ms from now; the new expiry, or `null` when not held. */
@@ -87,12 +94,6 @@ export function parseAcquireArgs(key: unknown, ttl: unknown, ownerOrOptions: unk
   return { owner, ownerChosen: options.owner !== undefined, wait, signal: options.signal, pollInterval };
 }
 
-export function assertValidOwner(owner: unknown, what = 'owner'): asserts owner is string {
-  if (typeof owner !== 'string' || owner.length === 0 || owner.length > 256 || !owner.isWellFormed()) {
-    throw new StowageError('E_INVALID_OPTION', `${what} must be a non-empty string of at most 256 characters`);
-  }
-}
-
 /**
  * The acquisitions of one provider waiting for the same key, in arrival order. Only the first
  * in line asks the database; the others wait their turn, and a release through this provider
@@ -117,7 +118,11 @@ export class WaitLines {
     return place;
   }
 
-  /** Leaves the line; `granted` when this place got the lease, which the next in line then waits for. */
+  /**
+   * Leaves the line; `granted` when this place got the lease, which the next in line then waits
+   * for. A first in line that leaves without it (aborted, or out of time) may have been woken by
+   * a release it will not use: the next one asks at once instead, so that release is not lost.
+   */
   leave(key: string, place: Place, granted: boolean): void {
     const line = this.#lines.get(key)!;
     const index = line.indexOf(place);
@@ -125,8 +130,10 @@ export class WaitLines {
     if (line.length === 0) {
       this.#lines.delete(key);
     } else if (index === 0) {
-      line[0]!.handedOn = granted;
-      line[0]!.turn.resolve();
+      const next = line[0]!;
+      next.handedOn = granted;
+      if (!granted) next.wake.resolve();
+      next.turn.resolve();
     }
   }
 
@@ -171,7 +178,8 @@ interface Place {
  * With `observed`, it counts those wake-ups (telemetry's hand-offs).
  *
  * Abort is final: a lease granted by an attempt that was already in flight when a signal
- * aborted is released again, so an aborted acquisition never leaves a lease behind.
+ * aborted is released again, so an aborted acquisition never leaves a lease behind (a renewal
+ * stays: the caller held that lease before). It rejects with the signal's reason, unchanged.
  */
 export async function acquireWithWait(
   driver: LeaseDriver,
@@ -183,13 +191,13 @@ export async function acquireWithWait(
   observed?: { wakeups: number },
 ): Promise<Lease | null> {
   const signal = signals.length === 1 ? signals[0]! : AbortSignal.any([...signals]);
-  signal.throwIfAborted();
+  throwIfAborted(signal);
   const waitingSince = performance.now();
   const deadline = waitingSince + options.wait;
   const attempt = async (): Promise<Lease | null> => {
     const lease = await driver.acquire(key, options.owner, ttl);
-    if (lease !== null && signal.aborted) await driver.release(key, options.owner).catch(() => undefined);
-    signal.throwIfAborted();
+    if (lease !== null && !lease.renewed && signal.aborted) await driver.release(key, options.owner).catch(() => undefined);
+    throwIfAborted(signal);
     return lease;
   };
 
@@ -247,8 +255,13 @@ async function pause(ms: number, signal: AbortSignal, wakes: (paused: AbortSigna
     paused.abort();
     signal.removeEventListener('abort', onAbort);
   }
-  signal.throwIfAborted();
+  throwIfAborted(signal);
   return woken;
+}
+
+/** Rejects with the signal's reason, as the caller's own error (see `callerError`). */
+function throwIfAborted(signal: AbortSignal): void {
+  if (signal.aborted) throw callerError(signal.reason);
 }
 
 /**
@@ -337,7 +350,7 @@ export async function runWithLock<T>(
   }
   if (signal?.aborted) {
     await handle.release().catch(() => undefined);
-    throw signal.reason;
+    throw callerError(signal.reason);
   }
 
   const lease = new AbortController();
@@ -367,7 +380,7 @@ export async function runWithLock<T>(
     return result;
   } catch (error) {
     if (isLockLost(lease.signal)) throw lease.signal.reason;
-    throw error;
+    throw callerError(error);
   } finally {
     clearInterval(timer);
     for (const candidate of outer) candidate.removeEventListener('abort', onOuterAbort);

@@ -1,9 +1,8 @@
 import type { AcquireOptions, LockHandle, LockProvider, WithLockOptions } from '../contracts/locks.js';
-import { assertValidDuration, assertValidKey } from '../keys.js';
+import { assertValidDuration, assertValidKey, assertValidOwner } from '../keys.js';
 import {
   StowageLockHandle,
   acquireWithWait,
-  assertValidOwner,
   parseAcquireArgs,
   runWithLock,
   WaitLines,

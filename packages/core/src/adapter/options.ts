@@ -81,6 +81,22 @@ export function assertValidPrefix(prefix: unknown, what = 'prefix'): asserts pre
 }
 
 /** Throws `E_INVALID_OPTION` unless `value` is a boolean or `undefined`; returns it or `fallback`. */
+/** 0001-01-01 and 9999-12-31T23:59:59.999Z, in epoch ms. */
+const FIRST_STORABLE_TIME = -62_135_596_800_000;
+const LAST_STORABLE_TIME = 253_402_300_799_999;
+
+/**
+ * True for a valid date that every backend can compare with its stored times: years 1 to
+ * 9999. A cursor's time is one a server stored (or the epoch, for rows of the seeds' layouts
+ * with none); JavaScript dates reach ±275,760 years, PostgreSQL's timestamps only 4713 BC, so a
+ * forged cursor outside this range would reach the database as an out-of-range value.
+ */
+export function isStorableTime(date: unknown): date is Date {
+  if (!(date instanceof Date)) return false;
+  const ms = date.getTime();
+  return ms >= FIRST_STORABLE_TIME && ms <= LAST_STORABLE_TIME;
+}
+
 export function booleanOption(value: unknown, what: string, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') throw new StowageError('E_INVALID_OPTION', `${what} must be a boolean, got ${describeType(value)}`);

@@ -31,7 +31,7 @@ import {
   type ProcessClaimMessage,
   type ProcessTransitionMessage,
 } from '../diagnostics.js';
-import { StoreBase } from './store.js';
+import { StoreBase, callerCode } from './store.js';
 
 /**
  * The {@link ProcessBackend} behaviour every backend shares: state, and every request
@@ -129,7 +129,7 @@ export abstract class ProcessBackendBase extends StoreBase implements ProcessBac
   transaction<T>(fn: (transaction: DatabaseTransaction) => Promise<T>): Promise<T> {
     return this.call('process.transaction', () => {
       if (typeof fn !== 'function') throw new StowageError('E_INVALID_OPTION', 'transaction needs a function to run');
-      return this.runInTransaction((_view, transaction) => fn(transaction));
+      return this.runInTransaction((_view, transaction) => callerCode(() => fn(transaction)));
     });
   }
 

@@ -15,11 +15,11 @@ import {
   type WorkflowSnapshot,
 } from '../contracts/snapshots.js';
 import { StowageError } from '../errors.js';
-import { jsonCodec } from '../json.js';
-import { assertValidDuration, assertValidKey, compareKeys, describeType } from '../keys.js';
-import { assertValidOwner, newOwnerToken, type LeaseDriver } from './lock-support.js';
+import { decodeValue, jsonCodec } from '../json.js';
+import { assertValidDuration, assertValidKey, assertValidOwner, compareKeys, describeType } from '../keys.js';
+import { newOwnerToken, type LeaseDriver } from './lock-support.js';
 import { deserializeResumeState, isResumeState, isSerializedResumeState, serializeResumeState } from './resume-state.js';
-import { assertExpectedVersion, assertOptionsObject, assertValidPrefix, pageSizeOf } from './options.js';
+import { assertExpectedVersion, assertOptionsObject, assertValidPrefix, isStorableTime, pageSizeOf } from './options.js';
 import type { StoreIdentity } from '../diagnostics.js';
 import { StoreBase } from './store.js';
 
@@ -108,7 +108,10 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
       assertValidKey(id, 'snapshot id');
       const stored = await this._load(id);
       if (stored === null) return null;
-      const document = typeof stored.document === 'string' ? jsonCodec.decode(stored.document) : stored.document;
+      const document = typeof stored.document === 'string' ? decodeValue(jsonCodec, stored.document, `snapshot "${id}"`) : stored.document;
+      if (document === null || typeof document !== 'object') {
+        throw new StowageError('E_INVALID_VALUE', `snapshot "${id}" is stored as ${describeType(document)}, not as an object (written by other code?)`);
+      }
       const snapshot = (isSerializedResumeState(document) ? deserializeResumeState(document) : document) as TSnapshot;
       return { snapshot, version: stored.version, updatedAt: stored.updatedAt.toISOString() };
     }, id);
@@ -255,7 +258,7 @@ export function decodeSnapshotCursor(cursor: unknown): SnapshotCursor {
       if (Array.isArray(decoded) && decoded.length === 2) {
         const [ms, id] = decoded as [unknown, unknown];
         const updatedAt = new Date(typeof ms === 'number' && Number.isSafeInteger(ms) ? ms : Number.NaN);
-        if (!Number.isNaN(updatedAt.getTime()) && typeof id === 'string' && id.isWellFormed()) return { updatedAt, id };
+        if (isStorableTime(updatedAt) && typeof id === 'string' && id.isWellFormed()) return { updatedAt, id };
       }
     } catch {
       // reported below

@@ -9,6 +9,29 @@ import { StowageError, closedError } from '../errors.js';
  */
 export type OperationSubject = string | readonly unknown[] | undefined;
 
+/** Errors of the caller's own code seen inside a call (see {@link callerError}). */
+const callerErrors = new WeakSet<object>();
+
+/**
+ * Marks `error` as the caller's own (thrown by a `getOrSet` loader, a `withLock` or `runOnce`
+ * function, or an abort signal's reason) and returns it: it reaches the caller unchanged, never
+ * mapped as if the database had thrown it (an HTTP client's `ECONNREFUSED` is not the
+ * database's). The error keeps its identity, so a driver's transaction retry still sees it.
+ */
+export function callerError(error: unknown): unknown {
+  if (typeof error === 'object' && error !== null) callerErrors.add(error);
+  return error;
+}
+
+/** Runs the caller's function `fn`; what it throws is the caller's own error (see {@link callerError}). */
+export async function callerCode<T>(fn: () => T | Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (error) {
+    throw callerError(error);
+  }
+}
+
 /**
  * What every stowage contract object shares, whatever the backend: the open/closed state, the
  * calls in flight, and how an error leaves it. Every public method of a kit base class runs
@@ -170,7 +193,7 @@ export abstract class StoreBase implements StowageResource {
   }
 
   #mapError(error: unknown): unknown {
-    if (error instanceof StowageError) return error;
+    if (error instanceof StowageError || (typeof error === 'object' && error !== null && callerErrors.has(error))) return error;
     // An operation cut short by close() (a pool ended under it) reports the close, not the driver's words.
     if (this.#closing !== undefined) {
       const mapped = this.toStowageError(error);

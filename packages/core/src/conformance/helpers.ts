@@ -224,3 +224,23 @@ export const richValue = () => ({
 });
 
 export const ONE_MB_STRING = 'x'.repeat(1024 * 1024 - 5) + 'é😀';
+
+/**
+ * Errors of a caller's own code that look like a database's: a network code (an HTTP client's
+ * `ECONNREFUSED`), a SQLSTATE, a MongoDB driver error's name or code, a driver's words. Passed
+ * through stowage (a `getOrSet` loader, a `withLock` function, an abort reason), each must reach
+ * the caller as the very same object, never mapped as if the database had thrown it.
+ */
+export function lookalikeErrors(): [string, Error][] {
+  const withFields = (message: string, fields: object) => Object.assign(new Error(message), fields);
+  return [
+    ['code ECONNREFUSED', withFields('my HTTP call failed', { code: 'ECONNREFUSED' })],
+    ['code ETIMEDOUT', withFields('my HTTP call timed out', { code: 'ETIMEDOUT' })],
+    ['SQLSTATE 40001', withFields('my own query', { code: '40001' })],
+    ['SQLSTATE 23505', withFields('my own insert', { code: '23505' })],
+    ['name MongoServerSelectionError', withFields('my own Mongo call', { name: 'MongoServerSelectionError' })],
+    ['MongoDB code 50', withFields('my own Mongo call', { code: 50 })],
+    ['"Connection terminated"', new Error('Connection terminated unexpectedly')],
+    ['"too large"', new Error('the upload is too large')],
+  ];
+}

@@ -119,8 +119,9 @@ export class MemoryLeaseTable {
   #acquire(key: string, owner: string, ttl: number, now: number): Lease | null {
     const current = this.#leases.get(key);
     if (current && current.expiresAt > now && current.owner !== owner) return null;
+    const renewed = current !== undefined && current.expiresAt > now;
     let fence: number;
-    if (current && current.expiresAt > now) {
+    if (renewed) {
       fence = current.fence;
     } else {
       fence = (this.#fences.get(key) ?? 0) + 1;
@@ -128,7 +129,7 @@ export class MemoryLeaseTable {
     }
     const expiresAt = now + ttl;
     this.#leases.set(key, { owner, fence, expiresAt });
-    return { key, owner, fence, expiresAt: new Date(expiresAt) };
+    return { key, owner, fence, expiresAt: new Date(expiresAt), renewed };
   }
 
   #live(key: string, owner: string, now: number) {

@@ -1,6 +1,6 @@
 import { StowageError } from '../errors.js';
 import { assertJsonValue, type JsonObject } from '../json.js';
-import { assertValidDuration, assertValidKey, describeType, describeValue } from '../keys.js';
+import { assertValidDuration, assertValidKey, assertValidOwner, describeType, describeValue } from '../keys.js';
 import type {
   ClaimRequest,
   CreateItemRequest,
@@ -60,12 +60,6 @@ function assertVersion(version: unknown): asserts version is number {
   }
 }
 
-function assertOwner(owner: unknown): asserts owner is string {
-  if (typeof owner !== 'string' || owner.length === 0 || owner.length > 256 || !owner.isWellFormed()) {
-    throw new StowageError('E_INVALID_OPTION', 'owner must be a non-empty string of at most 256 characters');
-  }
-}
-
 function assertObject(request: unknown, what: string): void {
   if (request === null || typeof request !== 'object') {
     throw new StowageError('E_INVALID_OPTION', `${what} must be an object, got ${describeType(request)}`);
@@ -114,7 +108,7 @@ export function assertClaimRequest(request: ClaimRequest | ExtendLeaseRequest): 
   assertItemId(request.itemId);
   if ('state' in request) assertStateName(request.state);
   assertVersion(request.version);
-  assertOwner(request.owner);
+  assertValidOwner(request.owner);
   assertValidDuration(request.lease, 'lease');
 }
 
@@ -123,7 +117,7 @@ export function assertReleaseRequest(request: ReleaseRequest): void {
   assertProcessName(request.process);
   assertItemId(request.itemId);
   assertVersion(request.version);
-  assertOwner(request.owner);
+  assertValidOwner(request.owner);
   if (typeof request.delay !== 'number' || !Number.isSafeInteger(request.delay) || request.delay < 0) {
     throw new StowageError('E_INVALID_OPTION', `delay must be a non-negative integer number of ms, got ${describeValue(request.delay)}`);
   }

@@ -185,17 +185,17 @@ export class ClassicDialect extends ServerClock implements MongoDialect {
     try {
       const free = { $or: [{ expiresAt: null }, { expiresAt: { $lte: now } }] };
       // When the lease is held the filter matches nothing and the upsert collides on `_id`.
-      const taken = await collection.updateOne({ _id: key, ...free } as Filter<LockDocument>, { $set: { owner, expiresAt }, $inc: { fence: 1 } }, { upsert: true });
+      const taken = await collection.updateOne({ _id: key, ...free } as Filter<LockDocument>, { $set: { owner, expiresAt, renewed: false }, $inc: { fence: 1 } }, { upsert: true });
       granted = taken.upsertedCount + taken.modifiedCount > 0;
     } catch (error) {
       if (!isDuplicateKeyError(error)) throw error;
     }
     if (!granted) {
-      const renewed = await collection.updateOne({ _id: key, owner, expiresAt: { $gt: now } }, { $set: { expiresAt } });
+      const renewed = await collection.updateOne({ _id: key, owner, expiresAt: { $gt: now } }, { $set: { expiresAt, renewed: true } });
       if (renewed.matchedCount === 0) return null;
     }
     // The grant as written (null only if it ended and was taken over in between: a lease that short is lost anyway).
-    const lease = await collection.findOne({ _id: key, owner, expiresAt }, { projection: { fence: 1, expiresAt: 1 } });
+    const lease = await collection.findOne({ _id: key, owner, expiresAt }, { projection: { fence: 1, expiresAt: 1, renewed: 1 } });
     return lease && toLease(key, owner, lease);
   }
 

@@ -177,8 +177,8 @@ export function versionIs(expected: number): unknown {
 }
 
 /** A granted lease, from the lock document the command returned. */
-export function toLease(key: string, owner: string, document: Pick<LockDocument, 'fence' | 'expiresAt'>): Lease {
-  return { key, owner, fence: Number(document.fence), expiresAt: document.expiresAt! };
+export function toLease(key: string, owner: string, document: Pick<LockDocument, 'fence' | 'expiresAt' | 'renewed'>): Lease {
+  return { key, owner, fence: Number(document.fence), expiresAt: document.expiresAt!, renewed: document.renewed === true };
 }
 
 /** The date `ms` after `date`. */

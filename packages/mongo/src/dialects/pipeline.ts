@@ -179,6 +179,8 @@ export class PipelineDialect extends ServerClock implements MongoDialect {
               fence: ifGranted({ $cond: ['$_renew', '$fence', { $add: [{ $ifNull: ['$fence', 0] }, 1] }] }, '$fence'),
               owner: ifGranted(literal(owner), '$owner'),
               expiresAt: ifGranted(fromNow(ttl), '$expiresAt'),
+              // Kept in the document: the returned document is the command's only answer.
+              renewed: ifGranted('$_renew', '$renewed'),
             },
           },
           { $unset: ['_grant', '_renew'] },

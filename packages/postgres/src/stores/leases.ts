@@ -40,19 +40,9 @@ export class LeaseTable implements LeaseDriver {
   }
 
   async acquire(key: string, owner: string, ttl: number): Promise<Lease | null> {
-    const stored = encodeText(key);
-    const { rows } = await this.#db.run(this.#sql.acquire, [stored, owner, ttl]);
+    const { rows } = await this.#db.run(this.#sql.acquire, [encodeText(key), owner, ttl]);
     if (rows.length === 0) return null;
-    let fence = Number(rows[0].fence);
-    if (fence === PLACEHOLDER_FENCE) {
-      // The key's row was there when the statement began and was deleted (clearExpired)
-      // before its insert, so the lease went in without a fence. It is ours and live: give it
-      // its fence now (a second round trip, in that race only).
-      const fenced = await this.#db.run(this.#sql.fence, [stored, owner]);
-      if (fenced.rows.length === 0) return null;
-      fence = Number(fenced.rows[0].fence);
-    }
-    return { key, owner, fence, expiresAt: dateFromMs(rows[0].expires_at)! };
+    return { key, owner, fence: Number(rows[0].fence), expiresAt: dateFromMs(rows[0].expires_at)!, renewed: rows[0].renewed };
   }
 
   async extend(key: string, owner: string, ttl: number): Promise<Date | null> {
@@ -81,9 +71,6 @@ export class LeaseTable implements LeaseDriver {
   }
 }
 
-/** Never a fence: sequences start at 1. */
-const PLACEHOLDER_FENCE = 0;
-
 /** The lease statements, built once per table (see `keyValueStatements` in kv.ts). */
 function leaseStatements(table: TableName) {
   const t = table.sql;
@@ -91,29 +78,29 @@ function leaseStatements(table: TableName) {
   const expiresAt = `now() + ${msInterval('$3')}`;
   const returned = `fence, ${epochMs('expires_at')} AS expires_at`;
   // The owner's own live lease is renewed and keeps its fence.
-  const renewal = `l.owner = $2 AND l.expires_at > now()`;
+  const renewal = (row: string) => `${row}.owner = $2 AND ${row}.expires_at > now()`;
   // An ended lease keeps its row, with expires_at -infinity, so that the next grant of the key
   // is an update of it (see LeaseTable).
   const end = `UPDATE ${t} SET expires_at = '-infinity'`;
   return {
-    // A key that has a row is granted by the DO UPDATE, which runs under the row lock and only
-    // when the lease is free, expired or the owner's own: its nextval runs once per grant (an
-    // UPDATE statement would compute its new row, nextval included, before waiting for the
+    // The key's row is locked first (\`current\`), so it stays as read until the statement ends:
+    // whether it exists decides where the fence comes from, and whether the grant renews the
+    // owner's live lease is the statement's answer \`renewed\` (an acquisition aborted in flight
+    // releases a new grant, never a renewal). A key that has a row is granted by the DO UPDATE,
+    // only when the lease is free, expired or the owner's own: its nextval runs once per grant
+    // (an UPDATE statement would compute its new row, nextval included, before waiting for the
     // lock). Only a key without a row takes its fence in the inserted values; for the others
-    // the values carry a placeholder, which the DO UPDATE never uses.
-    acquire: `INSERT INTO ${t} AS l (key, owner, fence, acquired_at, expires_at)
-      VALUES ($1, $2, CASE WHEN EXISTS (SELECT 1 FROM ${t} WHERE key = $1) THEN ${PLACEHOLDER_FENCE} ELSE ${fence} END,
-        now(), ${expiresAt})
+    // the values carry 0, never stored: their insert becomes the DO UPDATE.
+    acquire: `WITH current AS (SELECT ${renewal('c')} AS renewal FROM ${t} c WHERE key = $1 FOR UPDATE)
+      INSERT INTO ${t} AS l (key, owner, fence, acquired_at, expires_at)
+      VALUES ($1, $2, CASE WHEN EXISTS (SELECT 1 FROM current) THEN 0 ELSE ${fence} END, now(), ${expiresAt})
       ON CONFLICT (key) DO UPDATE SET
-        fence = CASE WHEN ${renewal} THEN l.fence ELSE ${fence} END,
-        acquired_at = CASE WHEN ${renewal} THEN l.acquired_at ELSE now() END,
+        fence = CASE WHEN ${renewal('l')} THEN l.fence ELSE ${fence} END,
+        acquired_at = CASE WHEN ${renewal('l')} THEN l.acquired_at ELSE now() END,
         owner = EXCLUDED.owner,
         expires_at = EXCLUDED.expires_at
       WHERE l.owner = EXCLUDED.owner OR l.expires_at <= now()
-      RETURNING ${returned}`,
-    fence: `UPDATE ${t} SET fence = ${fence}
-      WHERE key = $1 AND owner = $2 AND fence = ${PLACEHOLDER_FENCE} AND expires_at > now()
-      RETURNING fence`,
+      RETURNING ${returned}, COALESCE((SELECT renewal FROM current), false) AS renewed`,
     extend: `UPDATE ${t} SET expires_at = ${expiresAt}
       WHERE key = $1 AND owner = $2 AND expires_at > now()
       RETURNING ${epochMs('expires_at')} AS expires_at`,

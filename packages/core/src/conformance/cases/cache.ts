@@ -12,6 +12,7 @@ import {
   PAST_SHORT_TTL,
   SHORT_TTL,
   expectReject,
+  lookalikeErrors,
   parallel,
   richValue,
   sleep,
@@ -244,6 +245,33 @@ export const cacheCases = defineCases('CacheProvider', (it) => {
     expect(await cache.has('k')).toBe(false);
     expect(await cache.getOrSet('k', async () => 'second try')).toBe('second try');
     expect(await cache.get('k')).toBe('second try');
+  });
+
+  it("getOrSet: the loader's own error reaches the caller unchanged, even one that looks like a database's", async (s) => {
+    const cache = await s.cache();
+    for (const [label, error] of lookalikeErrors()) {
+      await expect(cache.getOrSet('k', () => Promise.reject(error)), label).rejects.toBe(error);
+    }
+    expect(await cache.has('k')).toBe(false);
+  });
+
+  it("a codec's text is kept exactly or refused: a lone surrogate and text the codec cannot decode are E_INVALID_VALUE", async (s) => {
+    // A codec of the caller's: text as it is, and text starting with "!" it cannot read back.
+    const codec = {
+      encode: (value: unknown) => String(value),
+      decode: (text: string) => {
+        if (text.startsWith('!')) throw new SyntaxError(`cannot decode ${text}`);
+        return text;
+      },
+    };
+    const cache = await s.cache({ prefix: 'codec:', codec });
+    await expectReject(() => cache.set('lone', 'x\ud800y'), 'E_INVALID_VALUE', 'a lone surrogate would be stored as U+FFFD');
+    expect(await cache.has('lone')).toBe(false);
+    await cache.set('unreadable', '!x');
+    const error = await expectReject(() => cache.get('unreadable'), 'E_INVALID_VALUE', 'text the codec cannot decode');
+    expect((error as Error).cause).toBeInstanceOf(SyntaxError);
+    await cache.set('fine', 'x\u0000y');
+    expect(await cache.get('fine')).toBe('x\u0000y');
   });
 
   it('getOrSet: the ttl applies to the loaded value', async (s) => {

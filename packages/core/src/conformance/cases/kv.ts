@@ -192,6 +192,10 @@ export const keyValueCases = defineCases('KeyValueStore', (it) => {
     expect(rest.map((entry) => entry.key)).toEqual(['wf:c', 'wf:b', 'wf:a']);
     expect((await kv.recentEntries({ limit: 1 })).map((entry) => entry.key)).toEqual(['other:z']);
     await expectReject(() => kv.recentEntries!({ prefix: 'wf:', limit: 0 }), 'E_INVALID_OPTION', 'limit 0');
+    for (const ms of [-8.64e15, 8.64e15]) {
+      const after = { updatedAt: new Date(ms), key: 'wf:a' };
+      await expectReject(() => kv.recentEntries!({ prefix: 'wf:', limit: 1, after }), 'E_INVALID_OPTION', `after a time no database stores (${after.updatedAt.toISOString()})`);
+    }
   });
 
   it('getMany returns values aligned with the keys, null for missing', async (s) => {

@@ -10,6 +10,7 @@ import {
   SHORT_TTL,
   errorCode,
   expectReject,
+  lookalikeErrors,
   parallel,
   sleep,
   withClientSkew,
@@ -299,6 +300,56 @@ export const lockCases = defineCases('LockProvider', (it) => {
     expect(abortedRounds, 'the abort never won a race').toBeGreaterThan(0);
   });
 
+  it('an aborted re-acquisition by the owner keeps the lease that owner already held', async (s) => {
+    const [holder, other] = await s.many(2, (session) => session.locks());
+    for (let round = 0; round < 8; round++) {
+      const key = `held:${round}`;
+      const held = await holder!.acquire(key, LONG_TTL, 'owner-a');
+      const controller = new AbortController();
+      const reason = new Error(`gave up ${round}`);
+      // The attempt is in flight (a renewal of owner-a's lease) when the signal aborts: at once,
+      // or a few microtasks later.
+      const again = holder!.acquire(key, LONG_TTL, { owner: 'owner-a', signal: controller.signal });
+      if (round === 0) controller.abort(reason);
+      let chain = Promise.resolve();
+      for (let i = 0; i < round; i++) chain = chain.then(() => undefined);
+      await chain.then(() => controller.abort(reason));
+      await again.then(
+        (handle) => expect(handle?.fence, `round ${round}: a renewal keeps the fence`).toBe(held!.fence),
+        (error: unknown) => expect(error, `round ${round}`).toBe(reason),
+      );
+      expect(await held!.isValid(), `round ${round}: the lease held before the call was released`).toBe(true);
+      expect(await other!.acquire(key, LONG_TTL, 'owner-b'), `round ${round}: another owner took the held lock`).toBeNull();
+    }
+  });
+
+  it('a first waiter aborted around a release does not take that release from the waiter behind it', async (s) => {
+    const locks = await s.locks();
+    // Polls are a minute apart and the second waiter's wait ends first: only the hand-off
+    // within the provider can grant it, also when the first in line gives up as it is woken.
+    for (let round = 0; round < 12; round++) {
+      const key = `line:${round}`;
+      const held = await locks.acquire(key, LONG_TTL, 'holder');
+      const controller = new AbortController();
+      const reason = new Error(`first gave up ${round}`);
+      const first = locks.acquire(key, LONG_TTL, { wait: 20_000, pollInterval: 60_000, signal: controller.signal });
+      first.catch(() => undefined);
+      await sleep(20);
+      const second = locks.acquire(key, LONG_TTL, { wait: 10_000, pollInterval: 60_000 });
+      await sleep(20);
+      const releasing = held!.release();
+      let chain = Promise.resolve();
+      for (let i = 0; i < round; i++) chain = chain.then(() => undefined);
+      await chain.then(() => controller.abort(reason));
+      await releasing;
+      const firstHandle = await first.catch(() => null);
+      await firstHandle?.release();
+      const secondHandle = await second;
+      expect(secondHandle, `round ${round}: the second waiter was never handed the lock`).not.toBeNull();
+      await secondHandle!.release();
+    }
+  });
+
   it('withLock never starts fn once its signal has aborted', async (s) => {
     const [holder, waiter] = await s.many(2, (session) => session.locks());
     const reason = new Error('caller gave up');
@@ -328,6 +379,21 @@ export const lockCases = defineCases('LockProvider', (it) => {
     let started = false;
     await expect(waiter!.withLock('free', async () => void (started = true), { ttl: LONG_TTL, signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
     expect(started).toBe(false);
+  });
+
+  it("withLock's function's own error and an abort signal's reason reach the caller unchanged, even ones that look like a database's", async (s) => {
+    const [holder, waiter] = await s.many(2, (session) => session.locks());
+    await holder!.acquire('held', LONG_TTL, 'holder');
+    for (const [label, error] of lookalikeErrors()) {
+      await expect(waiter!.withLock('free', () => Promise.reject(error), { ttl: LONG_TTL }), `fn: ${label}`).rejects.toBe(error);
+      await expect(waiter!.acquire('held', LONG_TTL, { wait: 10_000, signal: AbortSignal.abort(error) }), `abort: ${label}`).rejects.toBe(error);
+      const controller = new AbortController();
+      const waiting = waiter!.acquire('held', LONG_TTL, { wait: 10_000, signal: controller.signal });
+      await sleep(5);
+      controller.abort(error);
+      await expect(waiting, `abort while waiting: ${label}`).rejects.toBe(error);
+    }
+    expect(await waiter!.acquire('free', LONG_TTL), 'withLock released the lock').not.toBeNull();
   });
 
   it('close() ends a waiting acquisition with E_CLOSED and resolves once it has', async (s) => {
@@ -430,6 +496,9 @@ export const lockCases = defineCases('LockProvider', (it) => {
       await expectReject(() => locks.extend('k', ttl as never, 'o'), 'E_INVALID_OPTION', `extend ttl ${String(ttl)}`);
     }
     await expectReject(() => locks.acquire('k', LONG_TTL, ''), 'E_INVALID_OPTION', 'empty owner');
+    // Owners are stored as they are: a U+0000 (which PostgreSQL text cannot hold) is refused everywhere alike.
+    await expectReject(() => locks.acquire('k', LONG_TTL, 'a\u0000b'), 'E_INVALID_OPTION', 'owner with U+0000');
+    await expectReject(() => locks.release('k', 'a\u0000b'), 'E_INVALID_OPTION', 'release by an owner with U+0000');
     await expectReject(() => locks.acquire('k', LONG_TTL, { wait: -1 }), 'E_INVALID_OPTION', 'negative wait');
   });
 

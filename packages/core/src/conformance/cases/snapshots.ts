@@ -195,6 +195,11 @@ export const snapshotCases = defineCases('SnapshotStore', (it) => {
       await expectReject(() => store.list({ limit }), 'E_INVALID_OPTION', `limit ${limit}`);
     }
     await expectReject(() => store.listPage({ cursor: 'not a cursor' }), 'E_INVALID_OPTION', 'bad cursor');
+    // Forged cursors whose time is a valid JavaScript date that no database stores (year −5000, 275,760).
+    for (const ms of [-8.64e15, -219_842_323_200_000, 8.64e15]) {
+      const forged = Buffer.from(JSON.stringify([ms, 'a'])).toString('base64url');
+      await expectReject(() => store.listPage({ cursor: forged }), 'E_INVALID_OPTION', `cursor at ${new Date(ms).toISOString()}`);
+    }
     await expectReject(() => store.list({ prefix: 42 as never }), 'E_INVALID_OPTION', 'numeric prefix');
   });
 
