@@ -93,13 +93,21 @@ class SharedPool {
   #probeTimer: ReturnType<typeof setTimeout> | undefined;
   #probeAttempt = 0;
   readonly #onPoolEvent = () => {
-    if (!this.#owned && (this.#pool as { ending?: unknown }).ending === true) return this.#poolEnded();
+    if (this.#isEnding()) return;
     // pg-pool emits 'release' before the client is idle again, and 'remove' before the next
     // connection can open: the woken call asks once the pool is done with it.
     const wake = this.#roomWaiters.shift();
     if (wake) setImmediate(wake);
   };
   #ending: Promise<void> | undefined;
+  /** Checkouts of a pool passed in that are waiting for pg-pool (see {@link #watchEnding}). */
+  #pendingCheckouts = 0;
+  #endingTimer: ReturnType<typeof setInterval> | undefined;
+  /**
+   * A `pool.connect()` threw at once (a port out of range, from `PGPORT`): pg-pool counts the
+   * client it was opening for good, so the pool's `end()` would wait for it forever.
+   */
+  #phantomClient = false;
   /** The background sweepers of the tables the pool's stores use: one per table, however many stores. */
   readonly sweepers = new Sweepers();
 
@@ -126,7 +134,9 @@ class SharedPool {
 
   /** The one LISTEN connection of the pool, opened on first need. */
   get listener(): Listener {
-    this.#listener ??= new Listener(this.#pool, this.#listenConfig ?? this.#pool.options);
+    // Its probe's client: a pool ended by its owner fails it at once. It does not wait for room
+    // on a full server (as #checkout does) while its own LISTEN connection holds a slot there.
+    this.#listener ??= new Listener(() => this.#connect(), this.#listenConfig ?? this.#pool.options);
     return this.#listener;
   }
 
@@ -142,7 +152,10 @@ class SharedPool {
     for (const event of POOL_EVENTS) events(this.#pool)?.removeListener?.(event, this.#onPoolEvent);
     this.#ending ??= (async () => {
       await this.#listener?.close();
-      if (this.#owned) await this.#pool.end().catch(() => undefined);
+      if (!this.#owned) return;
+      const ended = this.#pool.end().catch(() => undefined);
+      // A pool with a phantom client never ends; it holds no connection to wait for either.
+      if (!this.#phantomClient) await ended;
     })();
     return this.#ending;
   }
@@ -262,31 +275,66 @@ class SharedPool {
 
   /** One `pool.connect()`; a pool passed in that its owner ended fails at once, never hangs. */
   #connect(): Promise<PostgresPoolClient> {
-    if (this.#ended.signal.aborted) return Promise.reject(poolEndedError());
-    const connecting = this.#pool.connect();
+    if (this.#ended.signal.aborted || this.#isEnding()) return Promise.reject(poolEndedError());
+    let connecting: Promise<PostgresPoolClient>;
+    try {
+      connecting = this.#pool.connect();
+    } catch (error) {
+      this.#phantomClient = true;
+      return Promise.reject(error);
+    }
     if (this.#owned) return connecting;
     // pg-pool keeps calls that wait for a client queued forever once end() was called.
     const ended = this.#ended.signal;
+    this.#watchEnding(+1);
     return new Promise<PostgresPoolClient>((resolve, reject) => {
       const onEnded = () => reject(poolEndedError());
       ended.addEventListener('abort', onEnded, { once: true });
-      connecting.then(
-        (client) => {
+      connecting
+        .then(
+          (client) => {
+            if (ended.aborted) client.release();
+            else resolve(client);
+          },
+          (error: unknown) => reject(error),
+        )
+        .finally(() => {
           ended.removeEventListener('abort', onEnded);
-          if (ended.aborted) client.release();
-          else resolve(client);
-        },
-        (error: unknown) => {
-          ended.removeEventListener('abort', onEnded);
-          reject(error);
-        },
-      );
+          this.#watchEnding(-1);
+        });
     });
+  }
+
+  /** Whether the owner of a pool passed in called its `end()` (pg-pool sets `ending` at once). */
+  #isEnding(): boolean {
+    if (this.#owned || (this.#pool as { ending?: unknown }).ending !== true) return false;
+    this.#poolEnded();
+    return true;
+  }
+
+  /**
+   * Counts the checkouts of a pool passed in that wait for pg-pool. pg-pool says nothing when
+   * its owner calls `end()` while holding clients (no 'release' or 'remove' until they come
+   * back), and keeps such checkouts queued for good: while any wait, an unref'd timer looks at
+   * `pool.ending`, so they fail with E_UNAVAILABLE without waiting for the owner.
+   */
+  #watchEnding(change: 1 | -1): void {
+    this.#pendingCheckouts += change;
+    if (this.#pendingCheckouts > 0 && this.#endingTimer === undefined && !this.#ended.signal.aborted) {
+      this.#endingTimer = setInterval(() => this.#isEnding(), ENDING_CHECK_INTERVAL);
+      this.#endingTimer.unref();
+    } else if (this.#pendingCheckouts === 0 && this.#endingTimer !== undefined) {
+      clearInterval(this.#endingTimer);
+      this.#endingTimer = undefined;
+    }
   }
 
   #poolEnded(): void {
     if (this.#ended.signal.aborted) return;
     this.#ended.abort();
+    // The checkouts still queued in pg-pool fail now, and none is queued after this.
+    clearInterval(this.#endingTimer);
+    this.#endingTimer = undefined;
     // Their next attempt fails at once with the pool ended.
     for (const wake of [...this.#roomWaiters]) wake();
     void this.#listener?.close();
@@ -315,6 +363,8 @@ class SharedPool {
 }
 
 const POOL_EVENTS = ['release', 'remove'] as const;
+/** How often a pool passed in is looked at for its owner's `end()` while checkouts wait (see `#watchEnding`). */
+const ENDING_CHECK_INTERVAL = 50;
 
 /** SQLSTATE too_many_connections: `max_connections`, or a role's or database's `CONNECTION LIMIT`, reached. */
 const TOO_MANY_CONNECTIONS = '53300';

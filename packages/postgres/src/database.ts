@@ -3,7 +3,7 @@ import { adoptTables, claimLegacySnapshots } from './adopt.js';
 import { PostgresConnection, type PostgresQueryResult, type PostgresStatement } from './connection.js';
 import { UNDEFINED_SCHEMA, UNDEFINED_TABLE, driverError, sqlState } from './errors.js';
 import type { PostgresSettings } from './options.js';
-import { ensureSchema, latestCreation, storeDdl, storeObjects, type TableKind, type TableName } from './schema.js';
+import { ensureSchema, latestCreation, missingSequenceError, missingSequences, storeDdl, storeObjects, type TableKind, type TableName } from './schema.js';
 import type { SweepJob, SweepRegistration } from './sweeper.js';
 import type { ReleaseWakeups } from './wakeups.js';
 
@@ -149,7 +149,10 @@ export class PostgresDatabase implements StoreDatabase {
   readonly inTransaction = false;
   readonly #connection: PostgresConnection;
   readonly #tables: StoreTables;
+  /** The DDL of `schemaSql()`, plain SQL. */
   readonly #ddl: string[];
+  /** The same DDL as the store runs it: sequences only ever created together with their table. */
+  readonly #creation: string[];
   readonly #autoCreate: boolean;
   readonly #cleanupInterval: number | undefined;
   readonly #snapshotPrefix: string;
@@ -166,6 +169,7 @@ export class PostgresDatabase implements StoreDatabase {
     this.#connection = new PostgresConnection(settings.connection);
     this.#tables = tables;
     this.#ddl = storeDdl(tables);
+    this.#creation = storeDdl(tables, { creating: true });
     this.#autoCreate = settings.autoCreate;
     this.#cleanupInterval = settings.cleanupInterval;
     this.#snapshotPrefix = snapshotPrefix;
@@ -192,16 +196,22 @@ export class PostgresDatabase implements StoreDatabase {
    * One statement, one round trip, once the tables exist. Driver errors pass unchanged, but
    * for a missing table: with `autoCreate`, a table dropped under the live store is created
    * again (once, as the first time) and the statement retried once (it did not run: the server
-   * refused it before executing it); without, the error says the table is missing.
+   * refused it before executing it); without, the error says the table is missing. A sequence
+   * dropped under its table is never created again (see `sequenceDdl`): `E_INVALID_OPTION`
+   * naming it, from the creation or, without `autoCreate`, from a look at the catalog.
    */
   run(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
     // Once the schema is there the statement goes out at once, without waiting a turn of the
     // microtask queue for the settled schema promise.
     const sentAfter = latestCreation();
     const running = this.#schemaIsReady ? this.#connection.query(text, values) : this.ready().then(() => this.#connection.query(text, values));
-    return running.catch((error: unknown) => {
+    return running.catch(async (error: unknown) => {
       if (!isMissingTable(error)) throw error;
-      if (!this.#autoCreate) throw missingTableError(error, 'autoCreate is false: create the tables with schemaSql()');
+      if (!this.#autoCreate) {
+        const [sequence] = await missingSequences(this.#connection, this.#tables);
+        if (sequence !== undefined) throw missingSequenceError(sequence, error);
+        throw missingTableError(error, 'autoCreate is false: create the tables with schemaSql()');
+      }
       return this.#create(sentAfter)
         .then(() => this.#connection.query(text, values))
         .catch((again: unknown) => {
@@ -286,7 +296,7 @@ export class PostgresDatabase implements StoreDatabase {
   /** Adopts existing tables (first creation only: a table created again was dropped, not legacy), creates the rest. */
   async #createTables(newerThan: number | undefined): Promise<void> {
     const found = newerThan === undefined ? await adoptTables(this.#connection, this.#tables) : [];
-    await ensureSchema(this.#connection, this.#ddl, storeObjects(this.#tables), newerThan);
+    await ensureSchema(this.#connection, this.#creation, storeObjects(this.#tables), newerThan);
     if (this.#snapshotPrefix === '') return;
     for (const [index, [kind, name]] of this.#tables.entries()) {
       if (kind === 'snapshots' && found[index]?.adopted) await claimLegacySnapshots(this.#connection, name, this.#snapshotPrefix);

@@ -75,7 +75,7 @@ export function toStowageError(error: unknown): unknown {
     // pg reads sslrootcert / sslcert / sslkey files named in the URL when it connects.
     return wrap('E_INVALID_OPTION', `the TLS settings of the connection cannot be used: ${message}`);
   }
-  if (typeof code === 'string' && code.startsWith('ERR_INVALID_ARG')) {
+  if (typeof code === 'string' && (code.startsWith('ERR_INVALID_ARG') || SETTING_ERRORS.has(code))) {
     return wrap('E_INVALID_OPTION', `the connection settings are invalid: ${message}`);
   }
   if (/does not support SSL|SASL|password must be a string/i.test(message)) {
@@ -102,13 +102,19 @@ const UNAVAILABLE_CLASSES = new Set(['08', '53', '55', '57', '58', 'XX']);
 /** Node's codes for certificate and TLS failures (`DEPTH_ZERO_SELF_SIGNED_CERT`, `ERR_TLS_CERT_ALTNAME_INVALID`, …). */
 const TLS_ERROR = /CERT|SSL|TLS|UNABLE_TO_(GET|VERIFY|DECRYPT)/;
 const FILE_ERRORS = new Set(['ENOENT', 'EACCES', 'EISDIR', 'EPERM']);
+/**
+ * Node's codes for settings pg meets only when it connects (stowage checks the options it is
+ * given, but not a `pg.Pool` of yours nor `PGPORT`): a port out of range, a URL it cannot read.
+ */
+const SETTING_ERRORS = new Set(['ERR_SOCKET_BAD_PORT', 'ERR_INVALID_URL']);
 
 function serverError(state: string, message: string, wrap: (code: StowageErrorCode, text: string) => StowageError): StowageError {
   if (state === '08P01' && /unsupported startup parameter/i.test(message)) {
-    // PgBouncer refuses startup parameters it does not know (statement_timeout, …).
+    // PgBouncer refuses startup parameters it does not know (statement_timeout, …). Listing one
+    // in its ignore_startup_parameters is no fix: PgBouncer then drops the setting silently.
     return wrap(
       'E_INVALID_OPTION',
-      `the pooler refused a connection setting: ${message} (set it per role or database instead, e.g. ALTER ROLE … SET statement_timeout = '5s', or list it in PgBouncer's ignore_startup_parameters)`,
+      `the pooler refused a connection setting: ${message} (set it per role or database instead, e.g. ALTER ROLE … SET statement_timeout = '5s')`,
     );
   }
   if (state === '08P01' && /no such (database|user)|authentication failed/i.test(message)) {

@@ -176,7 +176,7 @@ function connectionSource(options: PostgresConnectionOptions): ConnectionSource 
   if (listenUrl !== undefined && (typeof listenUrl !== 'string' || listenUrl === '')) {
     throw new StowageError('E_INVALID_OPTION', 'listenUrl must be a non-empty string');
   }
-  const listen = listenUrl === undefined ? {} : { listen: { connectionString: listenUrl, application_name: applicationName } };
+  const listen = listenUrl === undefined ? {} : { listen: checkedConfig({ connectionString: listenUrl, application_name: applicationName }, 'listenUrl') };
   if (isPool(pool)) return { pool, preparedStatements, ...listen };
 
   if (pool !== undefined && (pool === null || typeof pool !== 'object')) {
@@ -192,9 +192,85 @@ function connectionSource(options: PostgresConnectionOptions): ConnectionSource 
   if (url === undefined && Object.keys(fields).length === 0) {
     throw new StowageError('E_INVALID_OPTION', 'no database given: pass url/connectionString, host/port/database/user/password, or a pg.Pool');
   }
-  // pg validates its own pool settings; ours only pass them through.
-  const config = { application_name: applicationName, ...pool, ...(url === undefined ? {} : { connectionString: url }), ...fields };
+  // pg validates its other pool settings; those that reach the startup packet or the socket are checked here.
+  const config = checkedConfig({ application_name: applicationName, ...pool, ...(url === undefined ? {} : { connectionString: url }), ...fields }, 'url');
   return { config, preparedStatements, ...listen };
+}
+
+/**
+ * The settings pg sends in the startup packet, each as a NUL-terminated string (`pg.Client`'s
+ * `getStartupConf`): a U+0000 inside one would end it there and make the rest server settings
+ * of their own (`x\u0000default_transaction_read_only\u0000on`). Numeric ones (timeouts) are
+ * sent as pg formats them.
+ */
+const STARTUP_PARAMETERS = ['user', 'database', 'application_name', 'fallback_application_name', 'options', 'replication'] as const;
+
+/**
+ * Throws `E_INVALID_OPTION` unless pg opens the connections `config` describes (settings for
+ * `new pg.Pool` or `pg.Client`) as they are meant; returns `config`. The one check of the
+ * pool's settings and of the LISTEN connection's (`listenUrl`). pg reads the URL
+ * (`connectionString`) over the other settings, so both are checked: the URL is one pg can
+ * read, no value of the startup packet holds U+0000 (from a field, a pool setting or the URL),
+ * every port is one a socket can connect to (pg would throw at connect time, and pg-pool then
+ * never ends), and the application name that wins fits in the server's 63 bytes.
+ */
+function checkedConfig(config: Record<string, unknown>, what: string): Record<string, unknown> {
+  const url = typeof config.connectionString === 'string' && config.connectionString !== '' ? config.connectionString : undefined;
+  const fromUrl = url === undefined ? {} : urlSettings(url, what);
+  for (const key of STARTUP_PARAMETERS) {
+    const value = config[key];
+    if (value !== undefined && value !== null && String(value).includes('\u0000')) {
+      throw new StowageError('E_INVALID_OPTION', `the connection setting ${key} contains U+0000, which would end it early in the startup packet`);
+    }
+  }
+  assertPort(config.port, 'port');
+  assertPort(fromUrl.port, `the port of ${what}`);
+  // As pg picks it: the URL's parameter over the setting; the fallback when the name is empty.
+  const name = (fromUrl.application_name ?? config.application_name) || (fromUrl.fallback_application_name ?? config.fallback_application_name);
+  if (typeof name === 'string' && utf8ByteLength(name) > MAX_APPLICATION_NAME_BYTES) {
+    throw new StowageError('E_INVALID_OPTION', `the application name of the connections (applicationName, or application_name of the pool settings or ${what}) is longer than ${MAX_APPLICATION_NAME_BYTES} UTF-8 bytes`);
+  }
+  return config;
+}
+
+/**
+ * What pg reads from a connection URL besides where to connect: its query parameters (any
+ * pg setting: `application_name`, `options`, …) and its port, found as pg-connection-string
+ * (pg's parser) finds them. `E_INVALID_OPTION` for a URL it cannot read, and for U+0000
+ * anywhere in the URL, raw or as `%00`: no part of a connection URL can hold one, and the
+ * user, database and parameters would carry it into the startup packet. The message never
+ * quotes the URL (it may hold a password).
+ */
+function urlSettings(url: string, what: string): Record<string, string> {
+  if (url.includes('\u0000') || url.includes('%00')) {
+    throw new StowageError('E_INVALID_OPTION', `${what} contains U+0000 (or %00), which would end a value of the startup packet early`);
+  }
+  // pg's form for a socket directory and a database: `/var/run/postgresql mydb`.
+  if (url.startsWith('/')) return {};
+  const invalid = (why: string) => new StowageError('E_INVALID_OPTION', `${what} is not a connection URL pg can read (${why})`);
+  // As pg-connection-string reads it: stray spaces and `%` encoded first, and a URL without a
+  // host (`postgresql://user@/db`) read with a placeholder one.
+  const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(url) ? encodeURI(url).replace(/%25(\d\d)/g, '%$1') : url;
+  const parsed = URL.parse(text, 'postgres://base') ?? URL.parse(text.replace('@/', '@___DUMMY___/'), 'postgres://base');
+  if (parsed === null) throw invalid('malformed, or a port outside 1..65535');
+  try {
+    // pg decodes these when it connects, and throws on a malformed %-escape.
+    decodeURIComponent(parsed.username);
+    decodeURIComponent(parsed.password);
+    decodeURI(parsed.pathname);
+  } catch {
+    throw invalid('a malformed %-escape');
+  }
+  return { ...Object.fromEntries(parsed.searchParams), port: parsed.searchParams.get('port') || parsed.port };
+}
+
+/** Throws `E_INVALID_OPTION` unless `value` (a setting, or the text of a URL) is absent or a TCP port: an integer from 1 to 65535. */
+function assertPort(value: unknown, what: string): void {
+  if (value === undefined || value === null || value === '') return;
+  const port = typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : value;
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 1 || port > 65_535) {
+    throw new StowageError('E_INVALID_OPTION', `${what} must be an integer from 1 to 65535, got ${describeValue(value)}`);
+  }
 }
 
 /**

@@ -120,10 +120,12 @@ export class TableName {
  * Versions (key-value, snapshots) and fences (leases) come from a sequence of the table
  * (`<table>_version_seq`, `<table>_fence_seq`), not from the row: a sequence never goes back,
  * so a version is never reused for a key and a fence never repeats, also after rows are
- * deleted.
+ * deleted. `creating`: the statements a store runs itself, where the sequence is only ever
+ * created together with its table (see {@link sequenceDdl}); otherwise plain SQL, for
+ * `schemaSql()`.
  */
-export function tableDdl(kind: TableKind, name: TableName): string[] {
-  const statements = [...tableOnlyDdl(kind, name)];
+export function tableDdl(kind: TableKind, name: TableName, { creating = false }: { creating?: boolean } = {}): string[] {
+  const statements = [...tableOnlyDdl(kind, name, creating)];
   for (const [suffix, columns] of TABLE_INDEXES[kind]) {
     statements.push(`CREATE INDEX IF NOT EXISTS ${name.derivedUnqualified(suffix)} ON ${name.sql} ${columns}`);
   }
@@ -171,10 +173,74 @@ export function tableColumns(kind: TableKind): Map<string, string> {
 
 const TYPE_NAMES: Record<string, string> = { TIMESTAMPTZ: 'timestamp with time zone' };
 
+/**
+ * A table's sequence: in `schemaSql()`, `CREATE SEQUENCE IF NOT EXISTS`. When a store creates
+ * its tables (`creating`), the sequence is created only while its table does not exist yet:
+ * created again beside a table that has rows, it would start at 1 and hand out versions or
+ * fences already handed out (deleted rows took theirs with them, so no row says how far it had
+ * gone). A table that exists without its sequence fails with {@link MISSING_SEQUENCE}
+ * instead, and the store with {@link missingSequenceError}. (A dropped table keeps its
+ * sequence: the table alone is created again, and the sequence goes on.)
+ */
+function sequenceDdl(table: TableName, suffix: string, creating: boolean): string {
+  const sequence = table.derived(suffix);
+  const create = `CREATE SEQUENCE IF NOT EXISTS ${sequence} AS BIGINT`;
+  if (!creating) return create;
+  // Quoted identifiers hold no `'`: they go into literals as they are. (A view or sequence of
+  // the table's name is no table: the statements on it fail with 42809 as before.)
+  return `DO $$ BEGIN
+  IF NOT ${isTable(`'${table.sql}'`)} THEN ${create};
+  ELSIF to_regclass('${sequence}') IS NULL THEN RAISE EXCEPTION USING ERRCODE = '${MISSING_SEQUENCE}', MESSAGE = '${sequence}';
+  END IF;
+END $$`;
+}
+
+/** SQL: whether the relation named by the text `name` (SQL) exists and is a table. */
+function isTable(name: string): string {
+  return `EXISTS (SELECT 1 FROM pg_class WHERE oid = to_regclass(${name}) AND relkind IN ('r', 'p'))`;
+}
+
+/** SQLSTATE (stowage's own) of the store's DDL finding a table without its sequence; the message is the sequence's name. */
+export const MISSING_SEQUENCE = 'SW001';
+
+/**
+ * `E_INVALID_OPTION` for a store whose table exists without its sequence (`sequence`, quoted
+ * and qualified): stowage never creates it again (see {@link sequenceDdl}), and says how to.
+ */
+export function missingSequenceError(sequence: string, cause?: unknown): StowageError {
+  const what = sequence.endsWith('_fence_seq"') ? 'fences' : 'versions';
+  return new StowageError(
+    'E_INVALID_OPTION',
+    `sequence ${sequence} is missing while its table exists. It hands out the table's ${what}; created again from 1 it would ` +
+      `repeat ${what} already handed out, so stowage does not create it. Create it again above every value it ever handed out: ` +
+      `CREATE SEQUENCE ${sequence} AS BIGINT START WITH <its last value before it was dropped, plus 1> ` +
+      `(max() of the table's column is not enough: deleted rows took theirs with them; when in doubt, start far above it), ` +
+      `and grant USAGE on it again to the role stowage runs as (grantsSql())`,
+    { cause },
+  );
+}
+
+/**
+ * The sequences of `tables` whose table exists without them (quoted, qualified names), for a
+ * statement that met a missing relation.
+ */
+export async function missingSequences(connection: PostgresConnection, tables: ReadonlyArray<readonly [TableKind, TableName]>): Promise<string[]> {
+  const pairs = tables.flatMap(([kind, name]) => {
+    const suffix = SEQUENCES[kind];
+    return suffix === undefined ? [] : [[name.sql, name.derived(suffix)] as const];
+  });
+  if (pairs.length === 0) return [];
+  const { rows } = await connection.query(
+    `SELECT s AS name FROM unnest($1::text[], $2::text[]) AS o(t, s) WHERE ${isTable('t')} AND to_regclass(s) IS NULL`,
+    [pairs.map(([table]) => table), pairs.map(([, sequence]) => sequence)],
+  );
+  return rows.map((row: { name: string }) => row.name);
+}
+
 /** The sequence and table of a kind, without its secondary indexes. */
-function tableOnlyDdl(kind: TableKind, name: TableName): string[] {
+function tableOnlyDdl(kind: TableKind, name: TableName, creating = false): string[] {
   const t = name.sql;
-  const sequence = (suffix: string) => `CREATE SEQUENCE IF NOT EXISTS ${name.derived(suffix)} AS BIGINT`;
+  const sequence = (suffix: string) => sequenceDdl(name, suffix, creating);
   switch (kind) {
     case 'kv':
       return [
@@ -309,9 +375,10 @@ export interface SchemaSqlOptions {
 }
 
 /**
- * The exact DDL stowage runs when `autoCreate` is on, for migration tools: every table the
- * package can create (process tables included), each statement idempotent. Without `only`, it
- * covers every table with its default or given name.
+ * The DDL stowage runs when `autoCreate` is on, for migration tools: every table the package
+ * can create (process tables included), each statement idempotent, in plain SQL. (A store runs
+ * the same statements, but creates a sequence only together with its table: see
+ * {@link sequenceDdl}.) Without `only`, it covers every table with its default or given name.
  */
 export function schemaSql(options: SchemaSqlOptions = {}): string {
   const kinds = options.only ?? (Object.keys(DEFAULT_TABLE_NAMES) as TableKind[]);
@@ -329,12 +396,12 @@ function createSchemaStatement(schema: string): string {
   return `CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`;
 }
 
-/** The DDL for one store's tables, schema first when one is given. */
-export function storeDdl(tables: ReadonlyArray<readonly [TableKind, TableName]>): string[] {
+/** The DDL for one store's tables, schema first when one is given; `creating`: see {@link tableDdl}. */
+export function storeDdl(tables: ReadonlyArray<readonly [TableKind, TableName]>, options: { creating?: boolean } = {}): string[] {
   const statements: string[] = [];
   const schemas = new Set(tables.map(([, name]) => name.schema).filter((schema) => schema !== undefined));
   for (const schema of schemas) statements.push(createSchemaStatement(schema));
-  for (const [kind, name] of tables) statements.push(...tableDdl(kind, name));
+  for (const [kind, name] of tables) statements.push(...tableDdl(kind, name, options));
   return statements;
 }
 
@@ -444,6 +511,7 @@ async function runDdl(connection: PostgresConnection, text: string, objects: str
       // Someone creating the same objects without the advisory lock (another tool, an older
       // stowage) can still race us: the object exists now, so another pass succeeds.
       const state = sqlState(error) ?? sqlState((error as { cause?: unknown }).cause);
+      if (state === MISSING_SEQUENCE) throw missingSequenceError((error as Error).message, error);
       if (attempt < 3 && (state === '42P07' || state === '23505' || state === '42710')) continue;
       if ((state === READ_ONLY_TRANSACTION || state === INSUFFICIENT_PRIVILEGE) && (await allExist(connection, objects))) return;
       throw error;

@@ -52,10 +52,16 @@ export const CLEAR_EXPIRED_BATCH = 5000;
  * `FOR UPDATE SKIP LOCKED`, so cleanup never waits for a row another statement holds (it can
  * neither block a writer nor deadlock with one) and leaves it to the next batch; the outer
  * condition is checked again on the row it deletes.
+ *
+ * `appendOnly`: a table whose rows nobody updates or locks (the process transition log), so
+ * there is no writer to step around. Its rows are picked without a lock: `FOR UPDATE` needs
+ * the `UPDATE` privilege, which a role of `grantsSql()` does not have on such a table. Two
+ * cleanups of the same rows at once delete them in TID order (a TID scan), and the second
+ * skips the rows the first deleted.
  */
-export function clearExpiredBatchSql(table: string, expired: string): string {
+export function clearExpiredBatchSql(table: string, expired: string, { appendOnly = false }: { appendOnly?: boolean } = {}): string {
   return `DELETE FROM ${table} WHERE ctid = ANY(ARRAY(
-      SELECT ctid FROM ${table} WHERE ${expired} LIMIT ${CLEAR_EXPIRED_BATCH} FOR UPDATE SKIP LOCKED
+      SELECT ctid FROM ${table} WHERE ${expired} LIMIT ${CLEAR_EXPIRED_BATCH}${appendOnly ? '' : ' FOR UPDATE SKIP LOCKED'}
     )) AND ${expired}`;
 }
 

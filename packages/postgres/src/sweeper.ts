@@ -11,7 +11,8 @@ import { StowageError } from '@stowage/core';
  * on a table asks for the same `clearExpired`) run once per sweep, by whichever of their stores
  * is still open. The sweeper runs every `cleanupInterval` ms (the shortest its stores asked
  * for), on an `unref`'d timer that never keeps the process alive, and stops when its last store
- * closes. A failed job is retried by the next run; nothing it throws escapes.
+ * closes. A failed job is retried by the next run; nothing it throws escapes, but nothing is
+ * silent either (see {@link TableSweeper.sweep}).
  */
 
 /** One thing a store wants swept on its table. */
@@ -35,6 +36,8 @@ export class TableSweeper {
   #timer: ReturnType<typeof setInterval> | undefined;
   #interval: number | undefined;
   #running: Promise<void> | undefined;
+  /** Job keys whose failure was reported as a process warning, until they succeed again. */
+  readonly #warned = new Set<string>();
 
   constructor(table: string, onEmpty: () => void) {
     this.table = table;
@@ -71,19 +74,27 @@ export class TableSweeper {
    * One run: every distinct job once, one after another (each job's batches are statements of
    * their own, so the pool interleaves the stores' work with them). A run still going when the
    * timer fires again is not doubled: the caller gets the same run. Never rejects.
+   *
+   * A failed job waits for the next run. Each job runs through its store's own call
+   * (`kv.clearExpired`, `process.clearHistory`, …), so telemetry sees every failure as that
+   * call's error (the `stowage:operation` channel: spans, `stowage.operation.errors`). A failure
+   * no retry fixes (`E_INVALID_OPTION`: a missing privilege or table) is also a process warning
+   * (`StowageWarning`), once until the job succeeds again: the rows it should remove pile up
+   * meanwhile.
    */
   sweep(): Promise<void> {
     this.#running ??= (async () => {
       try {
-        for (const registrations of [...this.#jobs.values()]) {
+        for (const [key, registrations] of [...this.#jobs]) {
           // One store runs the job; a store closing meanwhile (E_CLOSED) hands it to the next.
-          // Any other failure (the database is down) waits for the next run.
           for (const registration of [...registrations]) {
-            const closed = await registration.run().then(
-              () => false,
-              (error: unknown) => error instanceof StowageError && error.code === 'E_CLOSED',
+            const failure = await registration.run().then(
+              () => undefined,
+              (error: unknown) => error ?? new Error(String(error)),
             );
-            if (!closed) break;
+            if (failure instanceof StowageError && failure.code === 'E_CLOSED') continue;
+            this.#report(key, failure);
+            break;
           }
         }
       } finally {
@@ -91,6 +102,21 @@ export class TableSweeper {
       }
     })();
     return this.#running;
+  }
+
+  /** See {@link sweep}: warns once about a job that fails for a reason no retry fixes. */
+  #report(key: string, failure: unknown): void {
+    if (failure === undefined) {
+      this.#warned.delete(key);
+      return;
+    }
+    if (!(failure instanceof StowageError) || failure.code !== 'E_INVALID_OPTION' || this.#warned.has(key)) return;
+    this.#warned.add(key);
+    process.emitWarning(
+      `the background sweeper of table ${this.table} cannot run its job ${key} (${failure.code}): ${failure.message}. ` +
+        `It tries again every ${this.#interval} ms; fix the cause, or turn the sweeper off (cleanupInterval: false)`,
+      { type: 'StowageWarning', code: 'STOWAGE_SWEEP_FAILED' },
+    );
   }
 
   /** (Re)starts the timer at the shortest interval asked for; stops it, and leaves, when no job is left. */

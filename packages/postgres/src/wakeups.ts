@@ -1,17 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import pg from 'pg';
-import type { PostgresPool } from './connection.js';
+import type { PostgresPoolClient } from './connection.js';
 import { sqlState } from './errors.js';
 import { quoteIdentifier } from './schema.js';
 
-/** How long the start-up probe waits for its own NOTIFY before deciding LISTEN does not work. */
+/** How long the start-up probe waits for its own NOTIFY, once sent, before trying again later. */
 const PROBE_TIMEOUT = 2000;
-/** After a failed attempt or a lost connection, wait this long before the next, doubling up to {@link MAX_RETRY_DELAY}. */
+/** After a failed attempt, a silent probe or a lost connection, wait this long before the next, doubling up to {@link MAX_RETRY_DELAY}. */
 const FIRST_RETRY_DELAY = 250;
 const MAX_RETRY_DELAY = 10_000;
-/** A probe that times out may have met a slow server: tried again this many times before giving up. */
-const PROBE_ATTEMPTS = 3;
 /** Keys announced while nobody here waited their turn, remembered per channel (see {@link Channel}). */
 const MAX_PENDING = 256;
 const FEATURE_NOT_SUPPORTED = '0A000';
@@ -19,8 +17,10 @@ const FEATURE_NOT_SUPPORTED = '0A000';
 /**
  * - `idle`: no connection, none wanted yet (no store waited or called `ready()`);
  * - `connecting`, `live`: opening it, and open with every channel LISTENed;
- * - `retrying`: an attempt failed or the connection was lost; the next attempt is scheduled;
- * - `unsupported`: LISTEN cannot work here (a pooler in between, PGlite's shared session);
+ * - `retrying`: an attempt failed, its probe heard nothing, or the connection was lost; the
+ *   next attempt is scheduled;
+ * - `unsupported`: LISTEN cannot work here (a pooler in between, PGlite's shared session, a
+ *   server that refuses LISTEN);
  * - `closed`: the pool's last store closed, or the owner of the pool ended it.
  */
 type ListenerState = 'idle' | 'connecting' | 'live' | 'retrying' | 'unsupported' | 'closed';
@@ -28,8 +28,10 @@ type ListenerState = 'idle' | 'connecting' | 'live' | 'retrying' | 'unsupported'
 /**
  * The one LISTEN connection of a pool, shared by every store on it that waits for wake-ups
  * (lock providers, process backends), each on a channel of its own. It is a `pg.Client` that
- * stowage owns for the whole session, opened like the pool's connections; it never keeps the
- * process alive (its socket is unref'd).
+ * stowage owns for the whole session, opened like the pool's connections. While it sits open
+ * and idle it never keeps the process alive (its socket is unref'd); while a call awaits
+ * something on it (opening, the probe, UNLISTEN, closing) it does, so that the process cannot
+ * exit in the middle of `ready()` or `close()`.
  *
  * LISTEN only ever runs on a connection known to be the server's own session, decided before
  * the first LISTEN and leaving nothing behind:
@@ -39,15 +41,18 @@ type ListenerState = 'idle' | 'connecting' | 'live' | 'retrying' | 'unsupported'
  *   LISTEN is sent; waits poll.
  * - otherwise a probe, once: LISTEN on a channel of its own, NOTIFY through the pool, UNLISTEN.
  *   If the NOTIFY reaches the sender instead (PGlite's socket server puts every client on one
- *   session), LISTEN does not work here either; if it reaches nobody within two seconds, the
- *   probe is tried again later, and after three such silences LISTEN is taken not to work.
+ *   session), LISTEN does not work here either. If it reaches nobody within two seconds of
+ *   being sent, nothing is decided (a slow or busy server): the probe is tried again later,
+ *   as after any failed attempt. Only definite evidence (a pooler's process id, a misrouted
+ *   NOTIFY, LISTEN refused with 0A000) switches wake-ups off for good.
  *
  * A connection that fails or is lost is opened again, with a growing delay; `live` is true only
  * while it is open and listening. After it comes back, every wait is woken once (a release may
  * have been announced in between).
  */
 export class Listener {
-  readonly #pool: PostgresPool;
+  /** A client of the pool (for the probe's NOTIFY), taken as the pool's statements take theirs. */
+  readonly #checkout: () => Promise<PostgresPoolClient>;
   /** Settings of the LISTEN connection: the pool's own, or those of `listenUrl`. */
   readonly #config: object | undefined;
   readonly #channels = new Map<string, Channel>();
@@ -61,12 +66,13 @@ export class Listener {
   /** Bumped whenever the connection is given up, so an attempt in flight knows to stop. */
   #generation = 0;
   #probed = false;
-  #probeTimeouts = 0;
   #everLive = false;
+  /** Statements and `end()` awaited on a LISTEN connection right now (see {@link #awaiting}). */
+  #awaited = 0;
   #probe: { channel: string; token: string; resolve: (outcome: ProbeOutcome) => void } | undefined;
 
-  constructor(pool: PostgresPool, config: object | undefined) {
-    this.#pool = pool;
+  constructor(checkout: () => Promise<PostgresPoolClient>, config: object | undefined) {
+    this.#checkout = checkout;
     this.#config = config;
   }
 
@@ -93,7 +99,8 @@ export class Listener {
     if (this.#channels.size === 0) {
       if (this.#state !== 'unsupported' && this.#state !== 'closed') await this.#giveUp('idle');
     } else if (this.#state === 'live' && this.#listening.delete(channel)) {
-      await this.#client!.query(`UNLISTEN ${quoteIdentifier(channel)}`).catch(() => undefined);
+      const client = this.#client!;
+      await this.#awaiting(client, () => client.query(`UNLISTEN ${quoteIdentifier(channel)}`)).catch(() => undefined);
     }
   }
 
@@ -117,7 +124,23 @@ export class Listener {
     const client = this.#client;
     this.#client = undefined;
     this.#listening = new Set();
-    await client?.end().catch(() => undefined);
+    if (client) await this.#awaiting(client, () => client.end()).catch(() => undefined);
+  }
+
+  /**
+   * Runs `work` on `client` with its socket ref'd: Node must not exit while a call awaits it.
+   * Once nothing is awaited, the live connection's socket is unref'd again (an idle LISTEN
+   * connection never keeps the process alive). A connection being opened stays ref'd until it
+   * is live.
+   */
+  async #awaiting<T>(client: pg.Client, work: () => Promise<T>): Promise<T> {
+    this.#awaited++;
+    setRef(client, true);
+    try {
+      return await work();
+    } finally {
+      if (--this.#awaited === 0 && this.#state === 'live') setRef(this.#client!, false);
+    }
   }
 
   async #connect(): Promise<void> {
@@ -132,9 +155,8 @@ export class Listener {
     client.on('end', () => this.#lost(client));
     client.on('notification', (message) => this.#notified(message.channel, message.payload ?? ''));
     try {
+      // Ref'd (as every new socket) until it is live: ready() awaits all of this.
       await client.connect();
-      // pg.Client.unref() (not in @types/pg): the socket never keeps the process alive.
-      (client as unknown as { unref(): void }).unref();
       if (given()) return void (await client.end().catch(() => undefined));
       const { rows } = await client.query('SELECT pg_backend_pid() AS pid');
       if (Number(rows[0].pid) !== (client as unknown as { processID: number }).processID) {
@@ -149,7 +171,7 @@ export class Listener {
           await client.end().catch(() => undefined);
           if (given()) return;
           // Reaching the sender is definite (a shared session); silence may be a slow server.
-          if (outcome === 'misrouted' || ++this.#probeTimeouts >= PROBE_ATTEMPTS) this.#state = 'unsupported';
+          if (outcome === 'misrouted') this.#state = 'unsupported';
           else this.#retryLater();
           return;
         }
@@ -162,6 +184,8 @@ export class Listener {
       this.#listening = new Set(channels);
       this.#state = 'live';
       this.#retryDelay = FIRST_RETRY_DELAY;
+      // Open and idle: it no longer keeps the process alive (unless a call awaits it).
+      if (this.#awaited === 0) setRef(client, false);
       // Channels subscribed while the LISTEN was on its way.
       const late = [...this.#channels.keys()].filter((channel) => !this.#listening.has(channel));
       if (late.length > 0) this.#listen(client, late);
@@ -169,7 +193,9 @@ export class Listener {
       if (this.#everLive) for (const waiters of this.#channels.values()) waiters.nudge();
       this.#everLive = true;
     } catch (error) {
-      await client.end().catch(() => undefined);
+      // Not awaited: the end of a client whose connect() threw at once (a port out of range in
+      // a pool of yours) never comes.
+      void client.end().catch(() => undefined);
       if (given()) return;
       if (sqlState(error) === FEATURE_NOT_SUPPORTED) this.#state = 'unsupported';
       else this.#retryLater();
@@ -215,33 +241,54 @@ export class Listener {
     this.#channels.get(channel)?.notify(payload);
   }
 
-  /** LISTEN on a channel of the probe's own, NOTIFY through the pool, see who receives it, UNLISTEN. */
+  /**
+   * LISTEN on a channel of the probe's own, NOTIFY through the pool, see who receives it,
+   * UNLISTEN. The wait for the NOTIFY starts once it was sent: time spent waiting for a client
+   * of a busy pool says nothing about LISTEN.
+   */
   async #sendProbe(client: pg.Client): Promise<ProbeOutcome> {
     const channel = `stowage_probe_${randomUUID().replaceAll('-', '')}`;
     const token = randomUUID();
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let timeout = (): void => undefined;
     const outcome = new Promise<ProbeOutcome>((resolve) => {
       this.#probe = { channel, token, resolve };
-      timer = setTimeout(() => resolve('timeout'), PROBE_TIMEOUT);
+      timeout = () => resolve('timeout');
     });
     const misrouted = (message: { channel?: string; payload?: string }) => {
       if (message.channel === channel) this.#probe?.resolve('misrouted');
     };
-    let sender: Partial<EventEmitter> & { query: pg.Client['query']; release(): void } | undefined;
+    // While it is checked out, an error of the sender's connection is the probe's (as in runOn).
+    let failure: Error | undefined;
+    const broken = (error: Error) => (failure ??= error);
+    let sender: PostgresPoolClient | undefined;
+    const notifications = () => sender as unknown as Partial<Pick<EventEmitter, 'on' | 'off'>>;
     try {
       await client.query(`LISTEN ${quoteIdentifier(channel)}`);
-      sender = (await this.#pool.connect()) as unknown as typeof sender;
-      sender!.on?.('notification', misrouted);
-      await sender!.query('SELECT pg_notify($1, $2)', [channel, token]);
+      sender = await this.#checkout();
+      sender.on('error', broken);
+      notifications().on?.('notification', misrouted);
+      await sender.query({ text: 'SELECT pg_notify($1, $2)', values: [channel, token] });
+      timer = setTimeout(timeout, PROBE_TIMEOUT);
       return await outcome;
     } finally {
       clearTimeout(timer);
       this.#probe = undefined;
-      sender?.off?.('notification', misrouted);
-      sender?.release();
+      if (sender) {
+        notifications().off?.('notification', misrouted);
+        sender.removeListener('error', broken);
+        sender.release(failure);
+      }
       await client.query(`UNLISTEN ${quoteIdentifier(channel)}`).catch(() => undefined);
     }
   }
+}
+
+/** `pg.Client`'s `ref()` / `unref()` of its socket (not in @types/pg; absent from pg-native's client). */
+function setRef(client: pg.Client, ref: boolean): void {
+  const socket = client as unknown as { ref?(): void; unref?(): void };
+  if (ref) socket.ref?.();
+  else socket.unref?.();
 }
 
 /** What the probe NOTIFY did: reached the LISTEN connection, reached its sender, or nobody in time. */

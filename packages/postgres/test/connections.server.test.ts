@@ -159,6 +159,31 @@ describeServer('connections', () => {
     await Promise.all([locks.close(), other.close()]);
   });
 
+  test('a pool kept busy while LISTEN is probed does not switch wake-ups off: they come on once the probe gets a client', async () => {
+    const tables = freshTables();
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const locks = new PostgresLockProvider({ pool, table: tables.locks });
+    const other = new PostgresLockProvider({ url, table: tables.locks, wakeups: false });
+    await locks.clearExpired(); // the table exists; the LISTEN connection is not open yet
+    let held = await pool.connect();
+    const readying = locks.ready();
+    // Three times the probe queues for the pool's one client and gets it later than its NOTIFY
+    // would take (2 s): time spent waiting for the pool is no silence of the server.
+    for (let round = 0; round < 3; round++) {
+      await eventually(() => pool.waitingCount > 0 || locks.capabilities.wakeups, 'the probe waits for a client');
+      if (locks.capabilities.wakeups) break;
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      held.release();
+      held = await pool.connect();
+    }
+    held.release();
+    await readying;
+    await eventually(() => locks.capabilities.wakeups, 'wake-ups once the pool has room');
+    await expectWokenByRelease(other, locks, 'after-busy-pool');
+    await Promise.all([locks.close(), other.close()]);
+    await pool.end();
+  });
+
   test('a release wakes one waiter of the process, not all: at most 3 statements per acquisition with 16 and 64 waiters', { timeout: 120_000 }, async () => {
     for (const waiters of [16, 64]) {
       const tables = freshTables();
@@ -242,6 +267,57 @@ describeServer('connections', () => {
     expect(report.writes.filter((outcome) => outcome === 'E_UNAVAILABLE').length, 'queued writes').toBeGreaterThan(0);
   });
 
+  test('a pool its owner ends while holding every client: calls waiting for one fail with E_UNAVAILABLE without waiting for the owner', async () => {
+    const tables = freshTables();
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    const kv = new PostgresKeyValueStore({ pool, table: tables.kv });
+    const locks = new PostgresLockProvider({ pool, table: tables.locks });
+    const holder = new PostgresLockProvider({ url, table: tables.locks, wakeups: false });
+    await Promise.all([kv.ready(), locks.ready()]);
+    await holder.acquire('job', 60_000, 'holder');
+    const clients = [await pool.connect(), await pool.connect()];
+    const outcome = (promise: Promise<unknown>) =>
+      promise.then(
+        () => 'ok',
+        (error: { code?: string }) => error.code,
+      );
+    const calls = [
+      ...Array.from({ length: 10 }, (_, i) => outcome(kv.setMany([{ key: `k${i}`, value: 'v' }]))),
+      outcome(kv.get('k0')),
+      outcome(locks.acquire('job', 60_000, { owner: 'waiter', wait: 600_000 })),
+    ];
+    await eventually(() => pool.waitingCount > 0, 'calls wait for a client of the pool');
+    // pg-pool's end() waits for the clients its owner holds, and tells nobody meanwhile.
+    const ending = pool.end();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const settled = await Promise.race([
+      Promise.all(calls),
+      new Promise<'hang'>((resolve) => (timer = setTimeout(() => resolve('hang'), 20_000))),
+    ]);
+    clearTimeout(timer);
+    expect(settled).toEqual(calls.map(() => 'E_UNAVAILABLE'));
+    for (const client of clients) client.release();
+    await ending;
+    await Promise.all([kv.close(), locks.close(), holder.close()]);
+  });
+
+  test('awaited ready() and close() keep the process alive until they settle, also when the pool lets it exit while idle', async () => {
+    const tables = freshTables();
+    const worker = fileURLToPath(new URL('./support/listen-exit-worker.ts', import.meta.url));
+    const child = spawn(process.execPath, [worker], {
+      env: { ...process.env, STOWAGE_WORKER_URL: url, STOWAGE_WORKER_TABLES: JSON.stringify(tables) },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code, stderr).toBe(0);
+    expect(stdout.trim(), 'the process exited in the middle of an awaited call').not.toBe('');
+    expect(JSON.parse(stdout.trim())).toEqual({ ready: true, wakeups: true, closed: true });
+  });
+
   test('a table dropped under a live store is created again once (autoCreate) and the call retried; without autoCreate the error says the table is missing', async () => {
     const tables = freshTables();
     const counting = new CountingPool(new pg.Pool({ connectionString: url, max: 4 }));
@@ -267,5 +343,55 @@ describeServer('connections', () => {
     await Promise.all([first!.close(), second!.close(), manual.close()]);
     await counting.end();
   });
-});
 
+  test('a dropped version or fence sequence is never created again from 1: E_INVALID_OPTION naming it, at run time and at start-up', async () => {
+    const tables = freshTables();
+    const locks = new PostgresLockProvider({ url, table: tables.locks, wakeups: false });
+    const kv = new PostgresKeyValueStore({ url, table: tables.kv });
+    for (let i = 0; i < 3; i++) await (await locks.acquire('job', 60_000))!.release();
+    const last = (await locks.acquire('job', 60_000))!;
+    await last.release();
+    await kv.set('k', 'v1');
+    await kv.set('k', 'v2');
+    const missing = async (sequence: string) => (await admin.query('SELECT to_regclass($1) IS NULL AS gone', [sequence])).rows[0].gone as boolean;
+    const rejection = (promise: Promise<unknown>) =>
+      promise.then(
+        () => null,
+        (error: Error & { code?: string }) => error,
+      );
+
+    // Under live stores: the statement that meets the missing sequence fails, and it stays missing.
+    await admin.query(`DROP SEQUENCE ${tables.locks}_fence_seq; DROP SEQUENCE ${tables.kv}_version_seq`);
+    for (const [call, sequence] of [
+      [() => locks.acquire('job', 60_000), `${tables.locks}_fence_seq`],
+      [() => kv.set('k', 'v3'), `${tables.kv}_version_seq`],
+    ] as const) {
+      const error = await rejection(call());
+      expect(error?.code, error?.message).toBe('E_INVALID_OPTION');
+      expect(error?.message).toContain(sequence);
+      expect(error?.message).toMatch(/START WITH/);
+      expect(await missing(sequence), `${sequence} was not created again`).toBe(true);
+    }
+    // At start-up (autoCreate), and without autoCreate at the first statement.
+    for (const autoCreate of [true, false]) {
+      const fresh = new PostgresLockProvider({ url, table: tables.locks, wakeups: false, autoCreate });
+      const error = await rejection(autoCreate ? fresh.ready() : fresh.acquire('job', 60_000));
+      expect(error?.code, error?.message).toBe('E_INVALID_OPTION');
+      expect(error?.message).toContain(`${tables.locks}_fence_seq`);
+      await fresh.close();
+    }
+    expect(await missing(`${tables.locks}_fence_seq`)).toBe(true);
+
+    // Created again as the error says, above every fence ever handed out: fences go on growing.
+    await admin.query(`CREATE SEQUENCE ${tables.locks}_fence_seq AS BIGINT START WITH ${last.fence + 1000}`);
+    const next = (await locks.acquire('job', 60_000))!;
+    expect(next.fence).toBeGreaterThan(last.fence);
+    await next.release();
+    // A dropped table keeps its sequence: the table alone is created again, fences go on.
+    await admin.query(`DROP TABLE ${tables.locks}`);
+    const after = (await locks.acquire('job', 60_000))!;
+    expect(after.fence).toBeGreaterThan(next.fence);
+    await after.release();
+    await Promise.all([locks.close(), kv.close()]);
+  });
+});

@@ -14,6 +14,7 @@ import {
   postgres,
   schemaSql,
 } from '../src/index.js';
+import { activeSweepers } from '../src/sweeper.js';
 import { tableSet, uniqueSuffix, type TableSet } from './support/context.js';
 
 /**
@@ -151,5 +152,34 @@ describeServer('least privilege', () => {
     await admin.query(grantsSql(role, options));
     expect(await locks.acquire('job', 60_000)).not.toBeNull();
     await locks.close();
+  });
+
+  test('historyRetention trims the log with exactly the grants of grantsSql() (no UPDATE on the log), on demand and by the sweeper', async () => {
+    const { role, schema, tables, roleUrl } = await roleAndSchema();
+    const options = { schema, tables: tableNames(tables), only: ['processItems' as const, 'processTransitions' as const] };
+    await admin.query(schemaSql(options));
+    await admin.query(grantsSql(role, options));
+    const log = `${schema}.${tables.processTransitions}`;
+    const rowsOfLog = async () => Number((await admin.query(`SELECT count(*) AS n FROM ${log}`)).rows[0].n);
+    const backend = new PostgresProcessBackend({
+      url: roleUrl,
+      schema,
+      autoCreate: false,
+      wakeups: false,
+      itemsTable: tables.processItems,
+      transitionsTable: tables.processTransitions,
+      historyRetention: 60_000,
+    });
+    const age = () => admin.query(`UPDATE ${log} SET at = now() - interval '2 minutes'`);
+    for (const id of ['a', 'b']) await backend.createItem({ process: 'p', id, state: 'new', data: {} });
+    await age();
+    expect(await backend.clearHistory()).toBe(2);
+    await backend.createItem({ process: 'p', id: 'c', state: 'new', data: {} });
+    await age();
+    const sweepers = activeSweepers(`${schema}.${tables.processTransitions}`);
+    expect(sweepers).toHaveLength(1);
+    await sweepers[0]!.sweep();
+    expect(await rowsOfLog()).toBe(0);
+    await backend.close();
   });
 });

@@ -1,3 +1,5 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { STOWAGE_CHANNELS, type OperationMessage } from '@stowage/core';
 import pg from 'pg';
 import { expect, test } from 'vitest';
 import {
@@ -150,21 +152,41 @@ describeServer('retention by default', () => {
     await counting.end();
   });
 
-  test('a failing sweep waits for the next run: never a rejection, never an unhandled one', async () => {
+  test('a failing sweep waits for the next run: never a rejection, never an unhandled one; a configuration failure is reported', async () => {
     const tables = freshTables();
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    // Each run is the store's own call: telemetry sees its failure (the `stowage:operation`
+    // tracing channel that StowageInstrumentation turns into spans and error counts) …
+    const traced: string[] = [];
+    const onTraced = (message: unknown) => {
+      const { operation, store, error } = message as OperationMessage & { error: { code?: string } };
+      if (store.collection === tables.kv) traced.push(`${operation} ${error.code}`);
+    };
+    // … and one that retrying cannot fix (E_INVALID_OPTION) is a process warning, once.
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => {
+      if (warning.message.includes(tables.kv)) warnings.push(warning);
+    };
     process.on('unhandledRejection', onUnhandled);
+    process.on('warning', onWarning);
+    subscribe(`tracing:${STOWAGE_CHANNELS.operation}:error`, onTraced);
     try {
       // The table does not exist and will not be created: every sweep fails.
       const kv = new PostgresKeyValueStore({ url, table: tables.kv, autoCreate: false });
       await expect(sweeperOf(tables.kv).sweep()).resolves.toBeUndefined();
+      await expect(sweeperOf(tables.kv).sweep()).resolves.toBeUndefined();
       await expect(kv.clearExpired()).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
       await new Promise((resolve) => setImmediate(resolve));
+      expect(traced).toEqual(['kv.clearExpired E_INVALID_OPTION', 'kv.clearExpired E_INVALID_OPTION', 'kv.clearExpired E_INVALID_OPTION']);
+      expect(warnings.map((warning) => warning.name)).toEqual(['StowageWarning']);
+      expect(warnings[0]!.message).toMatch(/sweeper.*kv:expired.*E_INVALID_OPTION/s);
       await kv.close();
       expect(unhandled).toEqual([]);
     } finally {
       process.off('unhandledRejection', onUnhandled);
+      process.off('warning', onWarning);
+      unsubscribe(`tracing:${STOWAGE_CHANNELS.operation}:error`, onTraced);
     }
   });
 

@@ -85,7 +85,8 @@ export function processStatements(items: string, transitions: string) {
         SELECT process, id, $3, state, version, $7, $9, $8 FROM moved
       )
       SELECT pg_notify($10, $11)::text AS notified, ${itemColumns} FROM moved`,
-    // historyRetention: log rows recorded more than $1 ms ago, a batch at a time on the `at` index.
-    clearHistory: clearExpiredBatchSql(transitions, `at < now() - ${msInterval('$1')}`),
+    // historyRetention: log rows recorded more than $1 ms ago, a batch at a time on the `at`
+    // index. The log is append-only: no row lock (it would need UPDATE, see grantsSql).
+    clearHistory: clearExpiredBatchSql(transitions, `at < now() - ${msInterval('$1')}`, { appendOnly: true }),
   };
 }
