@@ -2,9 +2,10 @@ import { StowageError, type Capabilities } from '@stowage/core';
 import { sleep } from '@stowage/core/adapter';
 import { MongoClient, type ClientSession, type Collection, type Db, type Document, type MongoClientOptions, type WriteConcernSettings } from 'mongodb';
 import { adoptRegistered } from './adopt.js';
+import { hasLabel, toStowageError } from './errors.js';
 import type { MongoDialect, MongoDialectName } from './dialects/dialect.js';
 import { dialectFor, serverFeatures, type ServerFeatures } from './dialects/detect.js';
-import type { MongoSettings } from './options.js';
+import { assertValidDatabaseName, type MongoSettings } from './options.js';
 import { collectionSpec, ensureCollection, inspectCollection, type MongoCollectionKind } from './schema.js';
 import { assertInTransaction, assertSessionOf, noTransactionsError, sessionBound, unwrapTransient } from './transactions.js';
 
@@ -24,11 +25,41 @@ export class MongoConnection {
     this.#release = release ?? (() => Promise.resolve());
   }
 
+  /** Connects the client (a no-op while it is connected): see {@link connectClient}. */
+  connect(): Promise<void> {
+    return connectClient(this.client);
+  }
+
   /** Lets go of a client stowage created (closed with its last store); a client or Db passed in is left open. */
   close(): Promise<void> {
     this.#closing ??= this.#release();
     return this.#closing;
   }
+}
+
+/** Connects in progress, per client: stores that share a client and start together wait for one. */
+const connecting = new WeakMap<MongoClient, Promise<void>>();
+
+/**
+ * Connects `client` explicitly, at every start-up attempt of a store (`MongoClient.connect()` is
+ * a no-op while the client is connected). The driver's own connect on first use is not enough:
+ * when it fails (the server is down), drivers 6 and 7 leave the client's topology closed for
+ * good, and every later operation fails with MongoTopologyClosedError, also once the server is
+ * back; an explicit `connect()` opens a new topology. So a store, and any store sharing its
+ * client, recovers by itself once the server is reachable. A client its owner closed is not
+ * opened again (the driver's internal `hasBeenClosed`; drivers without it reopen a closed client
+ * on its next operation anyway): its operations fail (MongoNotConnectedError, `E_UNAVAILABLE`).
+ */
+function connectClient(client: MongoClient): Promise<void> {
+  if ((client as unknown as { s?: { hasBeenClosed?: unknown } }).s?.hasBeenClosed === true) return Promise.resolve();
+  let pending = connecting.get(client);
+  if (pending === undefined) {
+    pending = client.connect().then(() => undefined);
+    connecting.set(client, pending);
+    const done = () => void connecting.delete(client);
+    pending.then(done, done);
+  }
+  return pending;
 }
 
 /**
@@ -39,13 +70,15 @@ export class MongoConnection {
  */
 const sharedClients = new Map<string, { client: MongoClient; stores: number }>();
 
-/** The connection the settings describe (the driver connects on first use). */
+/** The connection the settings describe (a store connects it at start-up: see {@link connectClient}). */
 export function openConnection({ source, database }: Pick<MongoSettings, 'source' | 'database'>): MongoConnection {
   if ('db' in source) return new MongoConnection(source.db.client, source.db);
-  if ('client' in source) return new MongoConnection(source.client, source.client.db(database));
+  if ('client' in source) return new MongoConnection(source.client, source.client.db(databaseName(source.client, database)));
   const key = sharingKey(source.url, source.clientOptions);
   const shared = key === undefined ? undefined : sharedClients.get(key);
-  const entry = shared ?? { client: newClient(source.url, source.clientOptions), stores: 0 };
+  const client = shared?.client ?? newClient(source.url, source.clientOptions);
+  const db = client.db(databaseName(client, database)); // before the client is shared: a bad name leaves nothing open
+  const entry = shared ?? { client, stores: 0 };
   if (key !== undefined && shared === undefined) sharedClients.set(key, entry);
   entry.stores++;
   const release = async () => {
@@ -53,7 +86,19 @@ export function openConnection({ source, database }: Pick<MongoSettings, 'source
     if (key !== undefined && sharedClients.get(key) === entry) sharedClients.delete(key);
     await entry.client.close();
   };
-  return new MongoConnection(entry.client, entry.client.db(database), release);
+  return new MongoConnection(client, db, release);
+}
+
+/**
+ * The `database` option, else the client's default database (the path of the connection
+ * string, or `clientOptions.dbName`), which is checked as the option is: the driver takes it
+ * unchecked, and the server would refuse a name such as `a$b` only at the first command.
+ */
+function databaseName(client: MongoClient, database: string | undefined): string {
+  if (database !== undefined) return database; // checked by parseStoreOptions
+  const name = (client.options as { dbName?: unknown } | undefined)?.dbName ?? 'test';
+  assertValidDatabaseName(name, 'the database named in the connection string (or clientOptions.dbName)');
+  return name;
 }
 
 function newClient(url: string, options: MongoClientOptions): MongoClient {
@@ -133,6 +178,8 @@ export interface StoreDatabase {
   bind(session: object): StoreDatabase;
   /** Runs `fn` in a new transaction on the store's client (see {@link StoreConnection.transaction}). */
   transaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T>;
+  /** The error the caller gets for what an operation on this database threw (every store's `toStowageError`). */
+  toStowageError(error: unknown): unknown;
   close(): Promise<void>;
 }
 
@@ -200,6 +247,16 @@ class TransactionConnection implements StoreDatabase {
 
   transaction(): Promise<never> {
     return Promise.reject(new StowageError('E_INVALID_OPTION', 'this store is already inside a transaction'));
+  }
+
+  /**
+   * As outside a transaction, but for an error that asks for the whole transaction to run
+   * again (labelled TransientTransactionError: a write conflict, a network error): it reaches
+   * the caller as the driver threw it, because the driver's `session.withTransaction` running
+   * the caller's transaction retries only errors of its own classes that carry the label.
+   */
+  toStowageError(error: unknown): unknown {
+    return hasLabel(error, 'TransientTransactionError') ? error : toStowageError(error);
   }
 
   /** The view opened nothing: closing it closes nothing. */
@@ -324,12 +381,16 @@ export class StoreConnection implements StoreDatabase {
         });
         return result as T;
       } catch (error) {
-        if ((error as { code?: unknown }).code !== 112 || attempt >= 5) throw error;
+        if ((error as { code?: unknown }).code !== 112 || attempt >= 5) throw error; // see unwrapTransient
       } finally {
         await session.endSession();
       }
       await sleep(Math.random() * 10 * attempt);
     }
+  }
+
+  toStowageError(error: unknown): unknown {
+    return toStowageError(error);
   }
 
   /** Closes the client if stowage created it. */
@@ -338,6 +399,7 @@ export class StoreConnection implements StoreDatabase {
   }
 
   async #start(): Promise<Ready> {
+    await this.#connection.connect();
     const { db } = this.#connection;
     const { autoCreate, dialect } = this.#settings;
     // Documents of go-go-scope's own adapters are rewritten first (goGoScopePersistence registers

@@ -1,4 +1,4 @@
-import { StowageError } from '@stowage/core';
+import { StowageError, type StowageErrorCode } from '@stowage/core';
 import { socketErrorCode } from '@stowage/core/adapter';
 import { BSON, type Document } from 'mongodb';
 
@@ -38,6 +38,7 @@ const TIMEOUT_CODES = new Set([
   262, // ExceededTimeLimit
   202, // NetworkInterfaceExceededTimeLimit
   64, // WriteConcernFailed: the write concern (e.g. majority) was not satisfied within wtimeout
+  24, // LockTimeout: the server waited too long for a lock
 ]);
 
 /** Driver error names (drivers 6 and 7; some older spellings kept) that mean "cannot reach the cluster". */
@@ -46,6 +47,9 @@ const UNAVAILABLE_NAMES = new Set([
   'MongoNetworkError',
   'MongoNotConnectedError',
   'MongoTopologyClosedError',
+  'MongoClientClosedError',
+  'MongoServerClosedError',
+  'MongoStalePrimaryError',
   'MongoPoolClosedError',
   'MongoPoolClearedError',
   'PoolClearedError',
@@ -87,35 +91,139 @@ export function writeErrorsOf(error: unknown): { index: number; code: unknown }[
   return (Array.isArray(writeErrors) ? writeErrors : [writeErrors]) as { index: number; code: unknown }[];
 }
 
-/** Turns a driver error into a `StowageError` where the meaning is clear; other errors pass unchanged. */
+/**
+ * Maps an error a store's operation met to the `StowageError` a caller can act on, with the
+ * driver error as `cause`. What the caller can do decides the code (as in `@stowage/postgres`):
+ *
+ * - `E_UNAVAILABLE`, `E_TIMEOUT`: retry later, the same call can succeed (no server reachable, a
+ *   failover, a dropped connection, a conflict the server labels retryable, too slow right now);
+ * - `E_INVALID_OPTION`: fix the configuration (credentials, TLS files and certificates, the
+ *   database, privileges, the collections and their indexes); retrying fails the same way;
+ * - `E_INVALID_VALUE`, `E_INVALID_KEY`: fix the input (a document over 16 MiB).
+ *
+ * Every error of the driver (recognised by name, code and labels: see the top of this file)
+ * becomes one; anything else (the caller's own errors) passes unchanged.
+ */
 export function toStowageError(error: unknown): unknown {
   if (error instanceof StowageError) return error;
   const { name, code, message } = shape(error);
   const text = typeof message === 'string' ? message : String(error);
-  if ((typeof name === 'string' && TIMEOUT_NAMES.has(name)) || (typeof code === 'number' && TIMEOUT_CODES.has(code))) {
-    return new StowageError('E_TIMEOUT', `MongoDB operation timed out: ${text}`, { cause: error });
-  }
-  if ((typeof name === 'string' && UNAVAILABLE_NAMES.has(name)) || (typeof code === 'number' && UNAVAILABLE_CODES.has(code))) {
-    return new StowageError('E_UNAVAILABLE', `MongoDB is unavailable: ${text}`, { cause: error });
-  }
+  const wrap = (stowageCode: StowageErrorCode, what: string) => new StowageError(stowageCode, `${what}: ${text}`, { cause: error });
+
+  // First: a network or server-selection error can be a configuration problem in disguise (its
+  // cause says so), and the driver labels such errors retryable all the same.
+  const configuration = configurationProblem(error);
+  if (configuration !== undefined) return wrap('E_INVALID_OPTION', configuration);
+  if (isNamed(name, TIMEOUT_NAMES) || (typeof code === 'number' && TIMEOUT_CODES.has(code))) return wrap('E_TIMEOUT', 'MongoDB operation timed out');
+  if (isRetryable(error)) return wrap('E_UNAVAILABLE', 'MongoDB is unavailable');
   // The driver sometimes passes a socket error on unwrapped (a write that fails while the
   // connection is being reset).
   const socketCode = socketErrorCode(error);
-  if (socketCode !== undefined) {
-    const problem = socketCode === 'E_TIMEOUT' ? 'operation timed out' : 'is unreachable';
-    return new StowageError(socketCode, `MongoDB ${problem}: ${text}`, { cause: error });
-  }
+  if (socketCode !== undefined) return wrap(socketCode, socketCode === 'E_TIMEOUT' ? 'MongoDB operation timed out' : 'MongoDB is unreachable');
   // BadValue 2 "object to insert too large": an insert between 16 MiB and 16 MiB + 16 KiB
   // reaches the server (larger ones the driver refuses itself).
   if (code === 10334 || code === 17419 || /larger than the max(imum)? (document )?size|too large/i.test(text)) {
-    return new StowageError('E_INVALID_VALUE', `the document would exceed MongoDB's size limit: ${text}`, { cause: error });
+    return wrap('E_INVALID_VALUE', "the document would exceed MongoDB's size limit");
   }
   // The driver's BSON serializer has a fixed buffer of about 17 MiB: a larger document fails to
   // serialize with a RangeError before anything is sent.
   if (name === 'RangeError' && code === 'ERR_OUT_OF_RANGE' && /offset/.test(text)) {
-    return new StowageError('E_INVALID_VALUE', `the document is too large to send to MongoDB (limit 16 MiB): ${text}`, { cause: error });
+    return wrap('E_INVALID_VALUE', 'the document is too large to send to MongoDB (limit 16 MiB)');
   }
-  return error;
+  if (!isDriverError(error)) return error;
+  if (code === 17280) return wrap('E_INVALID_KEY', "the key is too long for the server's index (KeyTooLong)");
+  // Any other answer of the server: not labelled retryable, so the same command fails the same
+  // way (an index or validator of the collection, a missing privilege, a command the server or
+  // its Stable API refuses). Stowage checks keys and values before it sends them, so what is
+  // left to fix is the set-up.
+  if (typeof code === 'number') return wrap('E_INVALID_OPTION', 'MongoDB refused the command');
+  if (isNamed(name, MISUSE_NAMES)) return wrap('E_INVALID_OPTION', 'the MongoDB driver refused the settings or the call');
+  // Anything else the driver reports (an unexpected response, a decompression failure…).
+  return wrap('E_UNAVAILABLE', 'the MongoDB driver failed');
+}
+
+/** Server error codes that mean "these credentials or this user cannot do that": fix the configuration. */
+const ACCESS_CODES = new Set([
+  11, // UserNotFound
+  13, // Unauthorized: the user lacks a privilege the command needs
+  18, // AuthenticationFailed
+]);
+
+/** Labels the server or the driver puts on an error that the same command may not meet again. */
+const RETRY_LABELS = ['RetryableWriteError', 'TransientTransactionError', 'RetryableError', 'SystemOverloadedError'];
+
+/**
+ * A network error, a timeout, or a server answer a retry can get past: unavailable (a
+ * failover, a shutdown), a transient conflict, or labelled retryable.
+ */
+function isRetryable(error: unknown): boolean {
+  return isTransientError(error) || RETRY_LABELS.some((label) => hasLabel(error, label));
+}
+
+/** Node's codes for certificate and TLS failures (`DEPTH_ZERO_SELF_SIGNED_CERT`, `ERR_TLS_CERT_ALTNAME_INVALID`, …). */
+const TLS_ERROR = /CERT|SSL|TLS|UNABLE_TO_(GET|VERIFY|DECRYPT)/;
+/** Node's codes for a file that cannot be read (the driver reads `tlsCAFile`, `tlsCertificateKeyFile`, `tlsCRLFile` when it connects). */
+const FILE_ERRORS = new Set(['ENOENT', 'EACCES', 'EISDIR', 'EPERM']);
+
+/**
+ * What is wrong with the configuration, when `error` or one of its causes says so: the server
+ * refused the connection handshake (credentials, authentication mechanism), a certificate or
+ * TLS setting failed, or a file the connection settings name cannot be read. A pool cleared
+ * "because another operation failed" and a server selection that timed out carry the error
+ * behind them as `cause`.
+ */
+function configurationProblem(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; depth < 5 && current !== null && typeof current === 'object'; depth++, current = (current as { cause?: unknown }).cause) {
+    const { code, syscall, path } = current as DriverErrorShape & { syscall?: unknown; path?: unknown };
+    if (typeof code === 'number' && ACCESS_CODES.has(code) && isDriverError(current)) return 'MongoDB refused the credentials or the user lacks a privilege';
+    // Any other refusal of the handshake (jongodb answers SASL with CommandNotFound): not a
+    // network error, nor the server shutting down, stepping down or overloaded.
+    if (hasLabel(current, 'HandshakeError') && !isRetryable(current)) return 'MongoDB refused the connection handshake (credentials, authentication mechanism)';
+    if (typeof code === 'string' && TLS_ERROR.test(code)) return 'the TLS settings of the connection cannot be used';
+    if (typeof code === 'string' && FILE_ERRORS.has(code) && (typeof path === 'string' || syscall === 'read' || syscall === 'open')) {
+      return 'a file the connection settings name cannot be read (tlsCAFile, tlsCertificateKeyFile, tlsCRLFile)';
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Driver errors that report a mistake in the settings or in how the driver was called (the
+ * driver's `MongoAPIError` family and its parse errors), not a problem of the moment.
+ */
+const MISUSE_NAMES = new Set([
+  'MongoAPIError',
+  'MongoInvalidArgumentError',
+  'MongoParseError',
+  'MongoCompatibilityError',
+  'MongoMissingCredentialsError',
+  'MongoMissingDependencyError',
+  'MongoExpiredSessionError',
+  'MongoTransactionError',
+  'MongoBatchReExecutionError',
+  'MongoCursorInUseError',
+  'MongoCursorExhaustedError',
+  'MongoTailableCursorError',
+  'BSONVersionError', // a BSON value from another major version of the bson package
+]);
+
+/** An error of the driver or its BSON library (any copy or version): by name, or by the driver's error labels. */
+function isDriverError(error: unknown): boolean {
+  const { name } = shape(error);
+  if (typeof name === 'string' && (/^(Mongo|BSON)\w*Error$/.test(name) || UNAVAILABLE_NAMES.has(name) || TIMEOUT_NAMES.has(name))) return true;
+  return typeof (error as { hasErrorLabel?: unknown } | null)?.hasErrorLabel === 'function';
+}
+
+function isNamed(name: unknown, names: ReadonlySet<string>): boolean {
+  return typeof name === 'string' && names.has(name);
+}
+
+/** True when the driver error carries `label` (`hasErrorLabel`, or the `errorLabels` list of a plain shape). */
+export function hasLabel(error: unknown, label: string): boolean {
+  const { hasErrorLabel, errorLabels } = shape(error) as { hasErrorLabel?: unknown; errorLabels?: unknown };
+  if (typeof hasErrorLabel === 'function') return (hasErrorLabel as (label: string) => boolean).call(error, label) === true;
+  return Array.isArray(errorLabels) && errorLabels.includes(label);
 }
 
 /**
@@ -142,15 +250,18 @@ const UNSUPPORTED_CODES = new Set([
   40573, // `$changeStream` outside a replica set or sharded cluster
 ]);
 
-/** True when the server answered that it does not implement a command, stage, operator or option. */
+/**
+ * True when the server answered that it does not implement a command, stage, operator or
+ * option (not when it refused to authenticate a connection: jongodb answers SASL with
+ * CommandNotFound).
+ */
 export function isUnsupportedError(error: unknown): boolean {
   const { code } = shape(error);
-  return typeof code === 'number' && UNSUPPORTED_CODES.has(code);
+  return typeof code === 'number' && UNSUPPORTED_CODES.has(code) && !hasLabel(error, 'HandshakeError');
 }
 
 /** Server error codes that are worth trying again: the same command may succeed in a moment. */
 const TRANSIENT_CODES = new Set([
-  24, // LockTimeout
   112, // WriteConflict
   11601, // Interrupted (e.g. killOp)
 ]);

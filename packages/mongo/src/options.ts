@@ -138,7 +138,7 @@ function connectionSource(options: MongoConnectionOptions, database: string | un
 const FORBIDDEN_IN_DATABASE_NAMES = /[/\\. "$*<>:|?]/;
 
 /** MongoDB's rules for database names (the stricter Windows set, so a name works everywhere). */
-export function assertValidDatabaseName(name: unknown): asserts name is string {
+export function assertValidDatabaseName(name: unknown, what = 'database'): asserts name is string {
   if (
     typeof name !== 'string' ||
     name.length === 0 ||
@@ -148,7 +148,7 @@ export function assertValidDatabaseName(name: unknown): asserts name is string {
   ) {
     throw new StowageError(
       'E_INVALID_OPTION',
-      `database must be a name of 1 to 63 bytes without / \\ . " $ * < > : | ? spaces or NUL, got ${typeof name === 'string' ? JSON.stringify(name) : describeType(name)}`,
+      `${what} must be a name of 1 to 63 bytes without / \\ . " $ * < > : | ? spaces or NUL, got ${typeof name === 'string' ? JSON.stringify(name) : describeType(name)}`,
     );
   }
 }

@@ -157,6 +157,7 @@ export async function inspectCollection(db: Db, spec: MongoCollectionSpec): Prom
   await collectionInfo(db, spec);
   const indexes = await existingIndexes(db, spec.collection);
   assertNoTtlOnLocks(spec, indexes);
+  assertIndexes(spec, indexes);
   return { ttlIndex: wantsTtl(spec) && indexes.some(isTtlIndexOnExpiresAt) };
 }
 
@@ -169,13 +170,56 @@ async function createCollection(db: Db, spec: MongoCollectionSpec): Promise<Sche
   // One index per command: simple to retry, and some MongoDB-compatible servers mishandle a
   // createIndexes listing several indexes that already exist.
   for (const index of spec.indexes.filter((candidate) => candidate.expireAfterSeconds === undefined)) {
-    await withRetries(() => collection.createIndexes([toIndexDescription(index)]));
+    // An index of that name or those keys with other options (IndexOptionsConflict 85 /
+    // IndexKeySpecsConflict 86): assertIndexes below says which, or accepts an equivalent one.
+    await ignoreCodes(withRetries(() => collection.createIndexes([toIndexDescription(index)])), [85, 86]);
   }
-  if (!wantsTtl(spec)) {
-    if (isLockKind(spec.kind)) assertNoTtlOnLocks(spec, await existingIndexes(db, spec.collection));
-    return { ttlIndex: false };
+  const indexes = await existingIndexes(db, spec.collection);
+  assertNoTtlOnLocks(spec, indexes);
+  assertIndexes(spec, indexes);
+  return { ttlIndex: wantsTtl(spec) && (await ensureTtlIndex(db, spec)) };
+}
+
+/**
+ * `E_INVALID_OPTION` unless the collection has the indexes stowage relies on: each unique index
+ * of the spec (the checkpoints' `(taskId, sequence)`, the process versions'), on the same keys,
+ * unique and over every document (not partial), under any name; and no index of a spec's name
+ * with other keys or another `unique`. `createIndexes` is not enough to tell: FerretDB and
+ * jongodb answer it with success when an index of that name exists, whatever its keys and
+ * options, and a non-unique `taskId_1_sequence_1` would let duplicate checkpoints in (a unique
+ * `taskId_1` would refuse a task's second checkpoint).
+ */
+function assertIndexes(spec: MongoCollectionSpec, indexes: Document[]): void {
+  for (const wanted of spec.indexes.filter((index) => index.expireAfterSeconds === undefined)) {
+    const named = indexes.find((index) => index.name === wanted.name);
+    if (named && !(sameKeys(named, wanted) && (named.unique === true) === (wanted.unique === true))) {
+      throw new StowageError(
+        'E_INVALID_OPTION',
+        `collection "${spec.collection}" has the index "${wanted.name}" ${describeIndex(named)}, where stowage needs it ${describeIndex(wanted)}: ` +
+          `drop it (db.${spec.collection}.dropIndex("${wanted.name}")) and let a store create it again, or use another collection`,
+      );
+    }
+    if (wanted.unique && !indexes.some((index) => sameKeys(index, wanted) && index.unique === true && index.partialFilterExpression === undefined)) {
+      throw new StowageError(
+        'E_INVALID_OPTION',
+        `collection "${spec.collection}" has no index ${describeIndex(wanted)} over every document ("${wanted.name}", see indexSpecs()), which keeps its documents unique: ` +
+          'create it, after dropping any other index on those keys that stands in its way, or use another collection',
+      );
+    }
   }
-  return { ttlIndex: await ensureTtlIndex(db, spec) };
+}
+
+/** Same keys, in the same order and directions (a server may answer `1` as a double). */
+function sameKeys(index: Document, wanted: MongoIndexSpec): boolean {
+  const keys = Object.entries((index.key ?? {}) as Document);
+  const wantedKeys = Object.entries(wanted.key);
+  return keys.length === wantedKeys.length && keys.every(([field, direction], at) => field === wantedKeys[at]![0] && Number(direction) === wantedKeys[at]![1]);
+}
+
+/** `unique on {"taskId":1,"sequence":1}`, `non-unique on {"taskId":-1}`. */
+function describeIndex(index: Document | MongoIndexSpec): string {
+  const partial = 'partialFilterExpression' in index && index.partialFilterExpression !== undefined ? ' (partial)' : '';
+  return `${index.unique === true ? 'unique' : 'non-unique'} on ${JSON.stringify(index.key)}${partial}`;
 }
 
 /**

@@ -94,13 +94,15 @@ export function noTransactionsError(): StowageError {
 
 /**
  * What a transaction's callback throws for `error`: the driver error behind a `StowageError`
- * (its `cause`) when that carries the TransientTransactionError label (a write conflict, a
- * network error), so the driver's `withTransaction`, which looks for the label on its own
- * errors, runs the transaction again; else `error` itself. The store maps it again on the way
- * out.
+ * (its `cause`) when running the transaction again may succeed, so that the retries see it:
+ * the driver's `withTransaction` looks for the TransientTransactionError label (a write
+ * conflict, a network error) on its own errors, and stowage's own loop (see
+ * `StoreConnection.transaction`) for WriteConflict 112, which jongodb sends unlabelled; else
+ * `error` itself. The store maps it again on the way out.
  */
 export function unwrapTransient(error: unknown): unknown {
-  const cause = (error as { cause?: { hasErrorLabel?: unknown } } | null)?.cause;
-  if (cause && typeof cause.hasErrorLabel === 'function' && (cause.hasErrorLabel as (label: string) => boolean).call(cause, 'TransientTransactionError')) return cause;
-  return error;
+  const cause = (error as { cause?: { hasErrorLabel?: unknown; code?: unknown } } | null)?.cause;
+  if (!cause) return error;
+  if (typeof cause.hasErrorLabel === 'function' && (cause.hasErrorLabel as (label: string) => boolean).call(cause, 'TransientTransactionError')) return cause;
+  return error instanceof StowageError && cause.code === 112 ? cause : error;
 }

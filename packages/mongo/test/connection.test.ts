@@ -14,7 +14,7 @@ import {
   mongo,
 } from '../src/index.js';
 import { parseStoreOptions } from '../src/options.js';
-import { eventually, openSockets, storeOptions } from './helpers.js';
+import { eventually, forwardPort, freePort, openSockets, storeOptions } from './helpers.js';
 import { uniqueName } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
@@ -132,6 +132,86 @@ describeEachServer(servers, 'connections', (s) => {
     await expect(kv.set('k', 'v')).rejects.toMatchObject({ code: 'E_UNAVAILABLE' });
     await kv.close();
     await expect(kv.get('k')).rejects.toMatchObject({ code: 'E_CLOSED' });
+  });
+
+  it('a store whose first calls met no server works once the server is up, and so does a new store on its URL (shared client)', async () => {
+    // Nothing listens on this port until a forwarder to the test server starts there.
+    const port = await freePort();
+    const options = { url: s.url.replace(/^mongodb:\/\/[^/?]*/, `mongodb://127.0.0.1:${port}`), database: s.database, collection: uniqueName('recover'), clientOptions: { serverSelectionTimeoutMS: 2_000 } };
+    const kv = new MongoKeyValueStore(options);
+    const down = await Promise.all([kv.get('k'), kv.set('k', 'v'), kv.exists('k')].map((call) => call.catch((error: unknown) => error)));
+    for (const error of down) expect(error).toMatchObject({ name: 'StowageError', code: 'E_UNAVAILABLE' });
+    await expect(kv.get('k')).rejects.toMatchObject({ code: 'E_UNAVAILABLE' });
+    const server = await forwardPort(port, s.url);
+    try {
+      // The driver's failed automatic connect used to leave the client closed for good ("Topology is closed").
+      await kv.set('k', 'v');
+      expect(await kv.get('k')).toBe('v');
+      const fresh = new MongoKeyValueStore(options);
+      expect(await fresh.get('k')).toBe('v');
+      await Promise.all([kv.close(), fresh.close()]);
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('a client passed in is connected by the store (also after a failed first connect), unless its owner closed it', async () => {
+    const port = await freePort();
+    const client = new MongoClient(s.url.replace(/^mongodb:\/\/[^/?]*/, `mongodb://127.0.0.1:${port}`), { serverSelectionTimeoutMS: 2_000 });
+    const kv = new MongoKeyValueStore({ client, database: s.database, collection: uniqueName('byo_recover') });
+    await expect(kv.get('k')).rejects.toMatchObject({ code: 'E_UNAVAILABLE' });
+    const server = await forwardPort(port, s.url);
+    try {
+      expect(await kv.get('k')).toBeNull();
+      // The application's own queries on its client work again too.
+      expect(await client.db(s.database).command({ ping: 1 })).toMatchObject({ ok: 1 });
+      await kv.close();
+      await client.close();
+      const afterClose = new MongoKeyValueStore({ client, database: s.database, collection: uniqueName('byo_closed') });
+      await expect(afterClose.get('k')).rejects.toMatchObject({ name: 'StowageError', code: 'E_UNAVAILABLE' });
+      await afterClose.close();
+      await expect(client.db(s.database).command({ ping: 1 })).rejects.toMatchObject({ name: 'MongoNotConnectedError' }); // still closed
+    } finally {
+      await client.close();
+      await server.close();
+    }
+  });
+
+  it('credentials the server refuses are E_INVALID_OPTION at every call, for every store sharing the client', async () => {
+    // FerretDB without authentication and jongodb refuse SCRAM; MongoDB refuses the unknown user.
+    const url = s.url.replace(/^mongodb:\/\//, 'mongodb://nobody:wrong-password@');
+    const options = () => ({ url, database: s.database, collection: uniqueName('auth'), clientOptions: { serverSelectionTimeoutMS: 5_000 } });
+    const kv = new MongoKeyValueStore(options());
+    const locks = new MongoLockProvider(options());
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      for (const call of [() => kv.get('k'), () => locks.acquire('k', 1_000)]) {
+        const error = await call().catch((caught: unknown) => caught);
+        expect(error, `attempt ${attempt}`).toMatchObject({ name: 'StowageError', code: 'E_INVALID_OPTION', cause: expect.anything() });
+        expect(inspect(error, { depth: 8 })).not.toContain('wrong-password');
+      }
+    }
+    await Promise.all([kv.close(), locks.close()]);
+  });
+
+  it('a tlsCAFile that cannot be read is E_INVALID_OPTION', async () => {
+    const kv = new MongoKeyValueStore({ ...storeOptions(s), clientOptions: { tls: true, tlsCAFile: '/nonexistent/stowage-test-ca.pem', serverSelectionTimeoutMS: 1_000 } });
+    await expect(kv.get('k')).rejects.toMatchObject({ name: 'StowageError', code: 'E_INVALID_OPTION', cause: expect.objectContaining({ code: 'ENOENT' }) });
+    await kv.close();
+  });
+
+  it('the database named in the connection string (or clientOptions.dbName) is checked as the database option is', async () => {
+    const withDatabase = (name: string) => s.url.replace(/^(mongodb:\/\/[^/?]*)\/?[^?]*/, `$1/${name}`);
+    for (const name of ['a$b', 'a.b', 'a%00b', 'a%20b', 'd'.repeat(100)]) {
+      expect(() => new MongoKeyValueStore({ url: withDatabase(name) }), name).toThrow(
+        expect.objectContaining({ name: 'StowageError', code: 'E_INVALID_OPTION', message: expect.stringContaining('connection string') }),
+      );
+    }
+    expect(() => new MongoKeyValueStore({ url: s.url, clientOptions: { dbName: 'a$b' } as never })).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
+    // (dbName: accepted by the driver, though not in its types.) The database option wins over the connection string's.
+    const kv = new MongoKeyValueStore({ url: withDatabase('a$b'), database: s.database, collection: uniqueName('urldb') });
+    await kv.set('k', 'v');
+    expect(await kv.get('k')).toBe('v');
+    await kv.close();
   });
 
   it('multi-host connection strings are passed through: directConnection is never forced', async () => {

@@ -78,6 +78,27 @@ describeEachServer(servers, 'documents and writes', (s) => {
     await store.close();
   });
 
+  it('a snapshot or key-value document whose updatedAt is not a date reads as written at the epoch (load, list, listPage, getEntry)', async () => {
+    const options = { ...storeOptions(s, 'odd_snap'), prefix: 'p' };
+    await db().collection(options.collection).insertMany([
+      { _id: 'p\u0000string' as never, ns: 'p', value: '{"n":1}', version: 3, updatedAt: '2024-01-01' },
+      { _id: 'p\u0000number' as never, ns: 'p', value: '{"n":2}', version: 4, updatedAt: 1_700_000_000_000 },
+    ]);
+    const store = await mongo<JsonObject>(options).connect();
+    expect(await store.loadVersioned('string')).toMatchObject({ snapshot: { n: 1 }, version: 3 });
+    expect(await store.load('number')).toEqual({ n: 2 });
+    const epoch = new Date(0).toISOString();
+    expect(await store.list()).toEqual(expect.arrayContaining([{ id: 'string', updatedAt: epoch }, { id: 'number', updatedAt: epoch }]));
+    expect((await store.listPage({ limit: 10 })).items).toHaveLength(2);
+    await store.close();
+
+    const kvOptions = storeOptions(s, 'odd_kv');
+    await db().collection(kvOptions.collection).insertOne({ _id: 'k' as never, value: 'v', version: 2, updatedAt: 'yesterday' });
+    const kv = await new MongoKeyValueStore(kvOptions).connect();
+    expect(await kv.getEntry('k')).toMatchObject({ value: 'v', version: 2, updatedAt: new Date(0) });
+    await kv.close();
+  });
+
   it('a claim outlives the TTL pass after its lease: a late complete() still stores the result', async () => {
     const options = storeOptions(s, 'late');
     const store = await new MongoIdempotencyStore(options).connect();

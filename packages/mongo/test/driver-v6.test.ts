@@ -8,6 +8,7 @@ import {
   MongoLockProvider,
   createMongoPersistence,
 } from '../src/index.js';
+import { forwardPort, freePort } from './helpers.js';
 import { uniqueName } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
@@ -55,6 +56,23 @@ describeEachServer(servers, 'a mongodb 6.x client passed in', (s) => {
       expect(await client.db(s.database).command({ ping: 1 })).toMatchObject({ ok: 1 }); // still open
     } finally {
       await client.close();
+    }
+  });
+
+  it('a v6 client whose first connect failed (server down) works once the server is up', async () => {
+    // Driver 6 leaves a client whose automatic connect failed closed for good, as 7 does; the store connects it again.
+    const port = await freePort();
+    const client = new MongoClientV6(s.url.replace(/^mongodb:\/\/[^/?]*/, `mongodb://127.0.0.1:${port}`), { serverSelectionTimeoutMS: 2_000 });
+    const kv = new MongoKeyValueStore({ client: client as never, database: s.database, collection: uniqueName('v6_recover') });
+    await expect(kv.get('k')).rejects.toMatchObject({ code: 'E_UNAVAILABLE' });
+    const server = await forwardPort(port, s.url);
+    try {
+      await kv.set('k', 'v');
+      expect(await kv.get('k')).toBe('v');
+      await kv.close();
+    } finally {
+      await client.close();
+      await server.close();
     }
   });
 });

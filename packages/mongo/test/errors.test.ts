@@ -41,12 +41,57 @@ describe('driver errors become StowageErrors with the driver error as cause', ()
     expect(mapped).toMatchObject({ code, cause });
   });
 
-  it('leaves other errors unchanged, and StowageErrors as they are', () => {
-    const other = driverError('MongoServerError', { code: 13, codeName: 'Unauthorized' });
-    expect(toStowageError(other)).toBe(other);
+  it('configuration problems are E_INVALID_OPTION, also behind a cleared pool or a server selection, though the driver labels them retryable', () => {
+    const handshake = (code: number, codeName: string) => driverError('MongoServerError', { code, codeName, errorLabels: ['HandshakeError', 'ResetPool'] });
+    const refusals = [
+      driverError('MongoServerError', { code: 18, codeName: 'AuthenticationFailed' }),
+      driverError('MongoServerError', { code: 13, codeName: 'Unauthorized' }),
+      // jongodb answers SASL with CommandNotFound: a refusal of the handshake all the same.
+      handshake(59, 'CommandNotFound'),
+      // What the next operation on the pool gets (the driver's PoolClearedError, with the auth error as cause).
+      driverError('MongoPoolClearedError', { cause: handshake(18, 'AuthenticationFailed'), errorLabels: ['PoolRequestedRetry'] }),
+      // A missing tlsCAFile: fs.readFile's error, unwrapped, when the client connects.
+      Object.assign(new Error("ENOENT: no such file or directory, open '/x/ca.pem'"), { code: 'ENOENT', errno: -2, syscall: 'open', path: '/x/ca.pem' }),
+      // A server certificate the client does not trust, as the driver reports it (a server selection whose cause's cause is the TLS error).
+      driverError('MongoServerSelectionError', {
+        cause: driverError('MongoNetworkError', { errorLabels: ['SystemOverloadedError', 'RetryableError', 'ResetPool'], cause: Object.assign(new Error('self-signed certificate'), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' }) }),
+      }),
+      driverError('MongoServerError', { code: 85, codeName: 'IndexOptionsConflict' }),
+      driverError('MongoServerError', { code: 86, codeName: 'IndexKeySpecsConflict' }),
+      driverError('MongoServerError', { code: 73, codeName: 'InvalidNamespace' }),
+      driverError('MongoServerError', { code: 121, codeName: 'DocumentValidationFailure' }), // a validator on the collection
+      driverError('MongoInvalidArgumentError'),
+      driverError('MongoParseError'),
+    ];
+    for (const cause of refusals) {
+      expect(toStowageError(cause), `${cause.name} ${String((cause as { code?: unknown }).code)}`).toMatchObject({ name: 'StowageError', code: 'E_INVALID_OPTION', cause });
+    }
+  });
+
+  it('what a retry can get past is E_UNAVAILABLE: a pool cleared by a network error, labelled conflicts, other driver failures', () => {
+    const retryable = [
+      driverError('MongoPoolClearedError', { cause: driverError('MongoNetworkError', { errorLabels: ['HandshakeError'] }) }),
+      driverError('MongoServerError', { code: 112, codeName: 'WriteConflict', errorLabels: ['TransientTransactionError'] }),
+      driverError('MongoServerError', { code: 112, codeName: 'WriteConflict' }),
+      driverError('MongoServerError', { code: 251, codeName: 'NoSuchTransaction', errorLabels: ['TransientTransactionError'] }),
+      driverError('MongoServerError', { code: 462, codeName: 'IngressRequestRateLimitExceeded', errorLabels: ['SystemOverloadedError', 'RetryableError'] }),
+      // The server shutting down while a connection authenticates is not a credentials problem.
+      driverError('MongoServerError', { code: 91, codeName: 'ShutdownInProgress', errorLabels: ['HandshakeError'] }),
+      driverError('MongoNetworkError', { errorLabels: ['HandshakeError'] }),
+      driverError('MongoUnexpectedServerResponseError'),
+    ];
+    for (const cause of retryable) {
+      expect(toStowageError(cause), `${cause.name} ${String((cause as { code?: unknown }).code)}`).toMatchObject({ name: 'StowageError', code: 'E_UNAVAILABLE', cause });
+    }
+  });
+
+  it('leaves errors that are not the driver\'s unchanged, and StowageErrors as they are', () => {
     const stowage = new StowageError('E_CLOSED', 'closed');
     expect(toStowageError(stowage)).toBe(stowage);
     expect(toStowageError('a string')).toBe('a string');
+    for (const error of [new Error('card declined'), new TypeError('x is not a function'), Object.assign(new Error('mine'), { code: 42 })]) {
+      expect(toStowageError(error)).toBe(error);
+    }
   });
 
   it('recognises duplicate keys (also inside bulk write errors) and server refusals', () => {

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import type { CommandStartedEvent, MongoClient } from 'mongodb';
 import { uniqueName } from './mongo-adapter.js';
 import type { OpenedTestServer } from './server.js';
@@ -44,4 +45,46 @@ export async function eventually(condition: () => boolean | Promise<boolean>, ti
 export async function serverTime(server: OpenedTestServer): Promise<number> {
   const localTime: unknown = (await server.admin.db('admin').command({ hello: 1 })).localTime;
   return localTime instanceof Date ? localTime.getTime() : Date.now();
+}
+
+/** A TCP port nothing listens on right now (the OS's pick, released at once). */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/**
+ * Forwards connections to `port` (on 127.0.0.1) to the host and port of `url`: the server
+ * "comes up" on `port` when this starts. `close()` stops listening and cuts what it forwards.
+ */
+export async function forwardPort(port: number, url: string): Promise<{ close(): Promise<void> }> {
+  const target = new URL(url.replace(/^mongodb:/, 'http:'));
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', resolve);
+  });
+  return {
+    close: async () => {
+      const closed = new Promise((resolve) => server.close(resolve));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
 }

@@ -146,7 +146,8 @@ describeEachServer(servers, 'one command per operation', (s) => {
   it('CheckpointStore', async () => {
     const checkpoints = await new MongoCheckpointStore(options('rt_checkpoints')).connect();
     const checkpoint = (sequence: number) => ({ id: `cp${sequence}`, taskId: 't', sequence, timestamp: 0, progress: 0, data: { sequence } });
-    expect(await sent(() => checkpoints.save(checkpoint(1)))).toEqual(['insert']);
+    // An upsert on (taskId, sequence): the command itself refuses a duplicate (see _save).
+    expect(await sent(() => checkpoints.save(checkpoint(1)))).toEqual(['update']);
     await checkpoints.save(checkpoint(2));
     expect(await sent(() => checkpoints.load('cp1'))).toEqual(['find']);
     expect(await sent(() => checkpoints.loadLatest('t'))).toEqual(['find']);

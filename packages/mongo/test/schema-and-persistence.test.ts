@@ -90,6 +90,44 @@ describeEachServer(servers, 'schema and persistence on the server', (s) => {
     await kv.close();
   });
 
+  it('an index of stowage\'s name with other keys or options, or a missing unique index, is refused at start-up, naming it', async () => {
+    const refused = async (collection: string, autoCreate: boolean, index: string) => {
+      const store = new MongoCheckpointStore({ ...storeOptions(s), collection, autoCreate });
+      await expect(store.connect(), `${index}, autoCreate: ${autoCreate}`).rejects.toMatchObject({ name: 'StowageError', code: 'E_INVALID_OPTION', message: expect.stringContaining(`"${index}"`) });
+      await store.close();
+    };
+    // Not unique: a duplicate (taskId, sequence) would be stored. Other keys: not what the name says.
+    for (const [name, key] of [['taskId_1_sequence_1', { taskId: 1, sequence: 1 }], ['taskId_1', { taskId: -1 }]] as const) {
+      const collection = uniqueName('cp_idx');
+      await db().collection(collection).createIndex(key, { name });
+      await refused(collection, true, name);
+      await refused(collection, false, name);
+    }
+    // autoCreate: false on a collection without the unique index.
+    await refused(uniqueName('cp_bare'), false, 'taskId_1_sequence_1');
+    // The same unique index under another name does the job.
+    const collection = uniqueName('cp_named');
+    await db().collection(collection).createIndex({ taskId: 1, sequence: 1 }, { name: 'my_unique', unique: true });
+    const store = await new MongoCheckpointStore({ ...storeOptions(s), collection }).connect();
+    await store.close();
+  });
+
+  it('a duplicate (taskId, sequence) stays refused after its unique index, or the whole collection, was dropped under a live store', async (context) => {
+    if (s.product === 'jongodb') return context.skip('jongodb has no drop or dropIndexes');
+    const checkpoint = (id: string, sequence: number) => ({ id, taskId: 't', sequence, timestamp: 0, progress: 0, data: { id } });
+    const store = await new MongoCheckpointStore(storeOptions(s, 'cp_drop')).connect();
+    const collection = db().collection(store.collectionName);
+    await store.save(checkpoint('a', 1));
+    await collection.dropIndexes();
+    await expect(store.save(checkpoint('b', 1))).rejects.toMatchObject({ code: 'E_VERSION_CONFLICT' });
+    await collection.drop();
+    await store.save(checkpoint('c', 1)); // creates the collection again, without indexes
+    await expect(store.save(checkpoint('d', 1))).rejects.toMatchObject({ code: 'E_VERSION_CONFLICT' });
+    await expect(store.save(checkpoint('c', 2))).rejects.toMatchObject({ code: 'E_VERSION_CONFLICT' }); // its id
+    expect((await store.list('t')).map((saved) => saved.id)).toEqual(['c']);
+    await store.close();
+  });
+
   it('createMongoPersistence keeps seed 000 documents { _id: prefix + id, value, expiresAt? } in workflow_state', async () => {
     const database = uniqueName('stowage_persist');
     const store = await createMongoPersistence({ connectionString: s.url, database });

@@ -4,6 +4,9 @@ import { MongoClient, MongoServerError } from 'mongodb';
 import { MongoClient as MongoClientV6 } from 'mongodb6';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { MongoCheckpointStore, MongoIdempotencyStore, MongoKeyValueStore, MongoLockProvider, MongoProcessBackend, mongo } from '../src/index.js';
+import { StoreConnection } from '../src/connection.js';
+import { toStowageError } from '../src/errors.js';
+import { parseStoreOptions } from '../src/options.js';
 import { unwrapTransient } from '../src/transactions.js';
 import { recordCommands } from './helpers.js';
 import { uniqueName } from './mongo-adapter.js';
@@ -29,6 +32,10 @@ it('a StowageError over a driver error labelled TransientTransactionError gives 
   expect(unwrapTransient(plain)).toBe(plain);
   const thrown = new Error('card declined');
   expect(unwrapTransient(thrown)).toBe(thrown);
+  // jongodb's WriteConflict comes unlabelled: stowage's own retry loop (code 112) gets it back too.
+  const conflict = new MongoServerError({ message: 'write conflict', code: 112 });
+  expect(unwrapTransient(toStowageError(conflict))).toBe(conflict);
+  expect(toStowageError(transient)).toMatchObject({ code: 'E_UNAVAILABLE', cause: transient });
 });
 
 describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
@@ -78,6 +85,23 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
     });
     return;
   }
+
+  it('in a view, an error labelled TransientTransactionError reaches the caller as the driver threw it (the caller’s withTransaction runs the transaction again); outside, it is E_UNAVAILABLE', async () => {
+    const name = uniqueName('labels');
+    const connection = new StoreConnection(parseStoreOptions({ ...options('labels'), collection: name }, 'kv', 'test'), [{ kind: 'kv', name }]);
+    const transient = new MongoServerError({ message: 'write conflict', code: 112, errorLabels: ['TransientTransactionError'] });
+    const refused = new MongoServerError({ message: 'not authorized', code: 13 });
+    const session = client.startSession();
+    try {
+      const view = connection.bind(session);
+      expect(view.toStowageError(transient)).toBe(transient);
+      expect(view.toStowageError(refused)).toMatchObject({ code: 'E_INVALID_OPTION', cause: refused });
+      expect(connection.toStowageError(transient)).toMatchObject({ code: 'E_UNAVAILABLE', cause: transient });
+    } finally {
+      await session.endSession();
+      await connection.close();
+    }
+  });
 
   it('kv, snapshots, checkpoints and idempotency records commit with the caller’s transaction, and a rollback leaves nothing', async () => {
     const kv = await new MongoKeyValueStore(options('kv')).connect();

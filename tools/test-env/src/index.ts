@@ -208,10 +208,15 @@ export async function startJongodb(): Promise<FoundBackend> {
     child.once('error', reject);
     child.once('exit', (code) => reject(new Error(`jongodb exited with code ${code} before it was ready`)));
   });
+  // jongodb now and then ends a streamed heartbeat reply early ("Server ended moreToCome
+  // unexpectedly"); the driver then clears the connection pool and fails the operations waiting
+  // for it. Polled heartbeats (the driver's mode where streaming is unavailable) avoid that.
+  const polled = new URL(url);
+  polled.searchParams.set('serverMonitoringMode', 'poll');
   return {
-    url,
+    url: polled.toString(),
     source: 'embedded',
-    label: `jongodb at ${new URL(url).host} (own process)`,
+    label: `jongodb at ${polled.host} (own process)`,
     stop: async () => {
       child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 5000);

@@ -17,7 +17,7 @@ import { ProcessBackendBase } from '@stowage/core/adapter';
 import type { ClientSession, Collection, Document, Filter } from 'mongodb';
 import { storeDatabase, viewOptions, type Ready, type StoreDatabase } from '../connection.js';
 import { later, type MongoDialect, type MongoDialectName, type NewProcessVersion } from '../dialects/dialect.js';
-import { assertDocumentSize, toStowageError } from '../errors.js';
+import { assertDocumentSize } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
 import { deleteInBatches, retentionOf, sweepEvery } from '../retention.js';
 import { DEFAULT_COLLECTIONS, collectionSpec, processClaimsCollection, type MongoIndexSpec } from '../schema.js';
@@ -157,7 +157,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
   }
 
   protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
+    return this.#connection.toStowageError(error);
   }
 
   protected override async _close(): Promise<void> {

@@ -4,7 +4,7 @@ import type { AnyBulkWriteOperation, Collection } from 'mongodb';
 import { StoreConnection } from '../connection.js';
 import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
 import type { CacheDocument } from '../documents.js';
-import { toStowageError, upsertById, writeErrorsOf } from '../errors.js';
+import { upsertById, writeErrorsOf } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
 import { globFilter, idsStartingWith, namespaceStart, readLive } from './values.js';
 
@@ -53,7 +53,7 @@ export class MongoCacheProvider extends CacheProviderBase {
   }
 
   protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
+    return this.#connection.toStowageError(error);
   }
 
   protected override _close(): Promise<void> {

@@ -4,16 +4,17 @@ import type { Collection } from 'mongodb';
 import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
 import type { MongoDialectName } from '../dialects/dialect.js';
 import type { CheckpointDocument } from '../documents.js';
-import { assertDocumentSize, duplicateKeyPattern, isDuplicateKeyError, toStowageError } from '../errors.js';
+import { assertDocumentSize, duplicateKeyPattern, isDuplicateKeyError } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
 
 export interface MongoCheckpointStoreOptions extends MongoStoreOptions, CheckpointStoreBaseOptions {}
 
 /**
  * {@link CheckpointStore} on one collection (default `stowage_checkpoints`) with a unique
- * `{ taskId: 1, sequence: 1 }` index: saving an existing id or `(taskId, sequence)` is a clear
- * `E_VERSION_CONFLICT`, never an overwrite (unless `onDuplicate: 'replace'`, as go-go-scope
- * needs). `data` is the codec's text (strict JSON by default).
+ * `{ taskId: 1, sequence: 1 }` index (checked at start-up): saving an existing id or
+ * `(taskId, sequence)` is a clear `E_VERSION_CONFLICT`, never an overwrite (unless
+ * `onDuplicate: 'replace'`, as go-go-scope needs). `data` is the codec's text (strict JSON by
+ * default).
  */
 export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase<TData> {
   readonly #connection: StoreDatabase;
@@ -48,7 +49,7 @@ export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase
   }
 
   protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
+    return this.#connection.toStowageError(error);
   }
 
   protected override _close(): Promise<void> {
@@ -60,21 +61,29 @@ export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase
     return new MongoCheckpointStore<TData>(viewOptions(this.#options, this.#connection, session)) as this;
   }
 
-  /** One `insert`; a duplicate key says which unique index refused it (MongoDB names it; otherwise one read tells). */
+  /**
+   * One `update`: an upsert whose filter is the checkpoint's `(taskId, sequence)`, so it inserts
+   * only where that task has no checkpoint of that sequence. The command itself refuses a
+   * duplicate, not only the unique index, which an administrator can drop (or drop with the
+   * collection: the next write creates a new collection, without indexes, until a store starts
+   * again); the index decides between two saves of one `(taskId, sequence)` at the same instant.
+   * An existing id collides on `_id`. A duplicate key says which unique index refused it
+   * (MongoDB names it; otherwise, as when the filter matched, one read tells).
+   */
   protected async _save(checkpoint: StoredCheckpoint): Promise<'saved' | 'id-exists' | 'sequence-exists'> {
     const collection = await this.#collection();
     const { id, ...fields } = checkpoint;
     const document: CheckpointDocument = { _id: id, ...fields };
     assertDocumentSize(document, 'the checkpoint');
     try {
-      await collection.insertOne(document);
-      return 'saved';
+      const { upsertedCount } = await collection.updateOne({ taskId: fields.taskId, sequence: fields.sequence }, { $setOnInsert: document }, { upsert: true });
+      if (upsertedCount === 1) return 'saved';
     } catch (error) {
       if (!isDuplicateKeyError(error)) throw error;
       const pattern = duplicateKeyPattern(error);
       if (pattern) return '_id' in pattern ? 'id-exists' : 'sequence-exists';
-      return (await collection.findOne({ _id: id }, { projection: { _id: 1 } })) ? 'id-exists' : 'sequence-exists';
     }
+    return (await collection.findOne({ _id: id }, { projection: { _id: 1 } })) ? 'id-exists' : 'sequence-exists';
   }
 
   /**

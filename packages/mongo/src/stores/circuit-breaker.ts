@@ -4,7 +4,7 @@ import type { Collection } from 'mongodb';
 import { StoreConnection } from '../connection.js';
 import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
 import type { CircuitDocument } from '../documents.js';
-import { toStowageError, upsertById } from '../errors.js';
+import { upsertById } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
 
 export type MongoCircuitBreakerStoreOptions = MongoStoreOptions;
@@ -46,7 +46,7 @@ export class MongoCircuitBreakerStore extends CircuitBreakerStoreBase {
   }
 
   protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
+    return this.#connection.toStowageError(error);
   }
 
   protected override _close(): Promise<void> {

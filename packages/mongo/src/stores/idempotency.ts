@@ -4,7 +4,7 @@ import type { ClientSession, Collection } from 'mongodb';
 import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
 import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
 import type { IdempotencyDocument } from '../documents.js';
-import { isDuplicateKeyError, toStowageError, upsertById } from '../errors.js';
+import { isDuplicateKeyError, upsertById } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
 import { readLive } from './values.js';
 
@@ -48,7 +48,7 @@ export class MongoIdempotencyStore extends IdempotencyStoreBase {
   }
 
   protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
+    return this.#connection.toStowageError(error);
   }
 
   protected override _close(): Promise<void> {

@@ -3,8 +3,7 @@ import { KeyValueStoreBase, compareKeys, type Glob, type KeyValueStoreBaseOption
 import type { ClientSession, Collection } from 'mongodb';
 import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
 import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
-import type { KeyValueDocument } from '../documents.js';
-import { toStowageError } from '../errors.js';
+import { lastWritten, type KeyValueDocument } from '../documents.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
 import { compareAndSetValue, globFilter, readLive } from './values.js';
 
@@ -49,7 +48,7 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
   }
 
   protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
+    return this.#connection.toStowageError(error);
   }
 
   protected override _close(): Promise<void> {
@@ -150,5 +149,5 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
 
 /** Version and times of a key-value document; one written by awaitly's own persistence has neither and reads as version 1 at the epoch. */
 export function entryInfo(document: KeyValueDocument): Omit<KeyValueEntryInfo, 'key'> {
-  return { version: Number(document.version ?? 1), updatedAt: document.updatedAt ?? new Date(0), expiresAt: document.expiresAt ?? null };
+  return { version: Number(document.version ?? 1), updatedAt: lastWritten(document), expiresAt: document.expiresAt ?? null };
 }

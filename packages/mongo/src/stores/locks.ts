@@ -2,7 +2,6 @@ import type { Capabilities } from '@stowage/core';
 import { LockProviderBase } from '@stowage/core/adapter';
 import { StoreConnection } from '../connection.js';
 import type { MongoDialectName } from '../dialects/dialect.js';
-import { toStowageError } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
 import { MongoLeases } from './leases.js';
 
@@ -52,7 +51,7 @@ export class MongoLockProvider extends LockProviderBase {
   }
 
   protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
+    return this.#connection.toStowageError(error);
   }
 
   protected override async _close(): Promise<void> {

@@ -3,8 +3,7 @@ import { SnapshotStoreBase, describeType, type SnapshotCursor, type StoredSnapsh
 import type { ClientSession, Collection, Document, WriteConcernSettings } from 'mongodb';
 import { storeDatabase, viewOptions, type StoreCollection, type StoreDatabase } from '../connection.js';
 import type { MongoDialect, MongoDialectName, ValueWrite } from '../dialects/dialect.js';
-import type { SnapshotDocument } from '../documents.js';
-import { toStowageError } from '../errors.js';
+import { lastWritten, type SnapshotDocument } from '../documents.js';
 import { MAJORITY, parseStoreOptions, writeConcernOption, type MongoStoreOptions } from '../options.js';
 import { DEFAULT_COLLECTIONS } from '../schema.js';
 import { deleteInBatches, finishedAfterOf, sweepEvery } from '../retention.js';
@@ -127,7 +126,7 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
   }
 
   protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
+    return this.#connection.toStowageError(error);
   }
 
   protected override async _close(): Promise<void> {
@@ -158,8 +157,8 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
   protected async _load(id: string): Promise<StoredSnapshot | null> {
     const { collection, dialect } = await this.#use();
     const document = await readLive(collection, dialect, this.#id(id), { value: 1, version: 1, updatedAt: 1 });
-    // A document without a version or write time (written by hand or by an older store) reads as version 1 written at the epoch, as in the key-value store.
-    return document && { document: document.value!, version: Number(document.version ?? 1), updatedAt: document.updatedAt ?? new Date(0) };
+    // A document without a version or write time (written by hand or by an older store) reads as version 1 written at the epoch, as in the key-value store (lastWritten).
+    return document && { document: document.value!, version: Number(document.version ?? 1), updatedAt: lastWritten(document) };
   }
 
   protected async _delete(id: string): Promise<void> {
@@ -174,7 +173,7 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
     if (after !== null) filter.$or = [{ updatedAt: { $lt: after.updatedAt } }, { updatedAt: after.updatedAt, _id: { $gt: this.#id(after.id) } }];
     const documents = await collection.find(filter, { projection: { updatedAt: 1 } }).sort({ updatedAt: -1, _id: 1 }).limit(limit).toArray();
     const start = namespaceStart(this.prefix).length;
-    return documents.map((document) => ({ id: document._id.slice(start), updatedAt: document.updatedAt ?? new Date(0) }));
+    return documents.map((document) => ({ id: document._id.slice(start), updatedAt: lastWritten(document) }));
   }
 
   #id(id: string): string {
