@@ -1,6 +1,6 @@
 import { StowageError } from '@stowage/core';
 import { expect, test } from 'vitest';
-import { PostgresCacheProvider, PostgresKeyValueStore, PostgresLockProvider, postgres } from '../src/index.js';
+import { PostgresCacheProvider, PostgresIdempotencyStore, PostgresKeyValueStore, PostgresLockProvider, createPostgresPersistence, postgres } from '../src/index.js';
 import { uniqueSuffix } from './support/context.js';
 import { serverTestSetup } from './support/server.js';
 
@@ -126,5 +126,26 @@ describeServer('errors a caller can act on', () => {
     const unreachable = new PostgresKeyValueStore({ url: 'postgresql://postgres@127.0.0.1:1/test' });
     await failure(unreachable.get('k'), 'E_UNAVAILABLE');
     await unreachable.close();
+  });
+
+  test('rows other code wrote that a store cannot read back are E_INVALID_VALUE, never a raw SyntaxError or a non-object snapshot', async () => {
+    const tables = freshTables();
+    const snapshots = postgres({ url, table: tables.snapshots });
+    const persistence = await createPostgresPersistence({ url, table: tables.kv, prefix: 'wf:' });
+    const cache = new PostgresCacheProvider({ url, table: tables.cache });
+    const idempotency = new PostgresIdempotencyStore({ url, table: tables.idempotency });
+    await Promise.all([snapshots.save('s', { ok: true }), persistence.save('p', { ok: true }), cache.set('c', 1), idempotency.set('i', 1)]);
+    // As a hand-written migration or another tool might leave them.
+    await admin.query(`UPDATE ${tables.snapshots} SET snapshot = '42'`);
+    await admin.query(`UPDATE ${tables.kv} SET value = '{not json' WHERE key = 'wf:p'`);
+    await admin.query(`UPDATE ${tables.cache} SET value = '{not json'`);
+    await admin.query(`UPDATE ${tables.idempotency} SET value = '{not json'`);
+    await expect(snapshots.load('s')).rejects.toMatchObject({ code: 'E_INVALID_VALUE' });
+    for (const read of [() => persistence.load('p'), () => cache.get('c'), () => idempotency.get('i')]) {
+      const error = await read().then(() => null, (reason: unknown) => reason);
+      expect(error).toMatchObject({ code: 'E_INVALID_VALUE' });
+      expect((error as Error).cause).toBeInstanceOf(SyntaxError);
+    }
+    await Promise.all([snapshots.close(), persistence.close(), cache.close(), idempotency.close()]);
   });
 });
