@@ -23,7 +23,9 @@ export async function postgresStores(url: string): Promise<Stores> {
 
 export function mongoStores(url: string, database: string): Stores {
   const options = { url, database };
-  return { kv: new MongoKeyValueStore(options), cache: new MongoCacheProvider(options), locks: new MongoLockProvider(options), processes: new MongoProcessBackend(options) };
+  // One connection for the locks, as on PostgreSQL: the holder's release queues behind the waiter's first attempt.
+  const locks = new MongoLockProvider({ ...options, clientOptions: { maxPoolSize: 1 } });
+  return { kv: new MongoKeyValueStore(options), cache: new MongoCacheProvider(options), locks, processes: new MongoProcessBackend(options) };
 }
 
 /** Runs the workload on `stores` under a fresh run id, then closes them. */
