@@ -1,4 +1,4 @@
-import { StowageError } from '@stowage/core';
+import { StowageError, type JsonObject } from '@stowage/core';
 import { expect, test } from 'vitest';
 import { PostgresCacheProvider, PostgresIdempotencyStore, PostgresKeyValueStore, PostgresLockProvider, createPostgresPersistence, postgres } from '../src/index.js';
 import { uniqueSuffix } from './support/context.js';
@@ -130,8 +130,8 @@ describeServer('errors a caller can act on', () => {
 
   test('rows other code wrote that a store cannot read back are E_INVALID_VALUE, never a raw SyntaxError or a non-object snapshot', async () => {
     const tables = freshTables();
-    const snapshots = postgres({ url, table: tables.snapshots });
-    const persistence = await createPostgresPersistence({ url, table: tables.kv, prefix: 'wf:' });
+    const snapshots = postgres<JsonObject>({ url, table: tables.snapshots });
+    const persistence = await createPostgresPersistence<JsonObject>({ url, table: tables.kv, prefix: 'wf:' });
     const cache = new PostgresCacheProvider({ url, table: tables.cache });
     const idempotency = new PostgresIdempotencyStore({ url, table: tables.idempotency });
     await Promise.all([snapshots.save('s', { ok: true }), persistence.save('p', { ok: true }), cache.set('c', 1), idempotency.set('i', 1)]);
