@@ -49,6 +49,19 @@ export interface PostgresQueryResult {
  */
 type PreparedStatementMode = 'shared' | 'per-client' | 'off';
 
+/** Texts of statements that always go out unnamed (see {@link plannedEachCall}). */
+const plannedEachCallTexts = new Set<string>();
+
+/**
+ * Marks a statement's text as one to send unnamed, so the server plans it for each call's
+ * parameters and never switches to a generic plan: for statements whose best plan depends on
+ * them (a key range that holds a few rows or nearly the whole table). Returns the text.
+ */
+export function plannedEachCall(text: string): string {
+  plannedEachCallTexts.add(text);
+  return text;
+}
+
 const DUPLICATE_PREPARED_STATEMENT = '42P05';
 const UNKNOWN_PREPARED_STATEMENT = '26000';
 /** Stores send a fixed set of texts; this bounds the cache should that ever change. */
@@ -162,7 +175,7 @@ class SharedPool {
 
   /** Runs one statement; retries once unnamed or with client names when the session says so. */
   async query(text: string, values: unknown[] | undefined, prepare: boolean): Promise<PostgresQueryResult> {
-    const name = values === undefined || !prepare || this.#prepared === 'off' ? undefined : this.#statementName(text);
+    const name = values === undefined || !prepare || this.#prepared === 'off' || plannedEachCallTexts.has(text) ? undefined : this.#statementName(text);
     const mode = name === undefined ? 'off' : this.#prepared;
     try {
       const client = await this.#checkout();

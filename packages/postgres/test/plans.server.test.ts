@@ -77,7 +77,7 @@ interface Sent {
   label: string;
   text: string;
   values: unknown[] | undefined;
-  /** The prepared statement's name on the connection (`undefined`: sent unnamed, without parameters). */
+  /** The prepared statement's name on the connection (`undefined`: sent unnamed, planned for each call). */
   name: string | undefined;
 }
 
@@ -284,18 +284,26 @@ describeServer(`query plans on tables of ${ROWS.toLocaleString('en')} rows`, () 
     await server?.stop();
   });
 
-  /** The plan of `sent` on the recording connection, with the plan cache in `mode`. */
+  /**
+   * The plan of `sent` on the recording connection, with the plan cache in `mode`. A statement
+   * sent unnamed with parameters is planned for each call: its plan is the custom one, whatever
+   * `mode` says.
+   */
   async function explain(sent: Sent, mode: 'force_generic_plan' | 'force_custom_plan' | 'auto'): Promise<PlanNode> {
     const client = await connection.connect();
+    const values = (sent.values ?? []).map(literal).join(', ');
+    const unnamed = sent.name === undefined && sent.values !== undefined;
     try {
-      await client.query(`SET plan_cache_mode = ${mode}`);
+      await client.query(`SET plan_cache_mode = ${unnamed ? 'force_custom_plan' : mode}`);
+      if (unnamed) await client.query(`PREPARE stowage_explained AS ${sent.text}`);
       const text =
         sent.name === undefined
-          ? `EXPLAIN (FORMAT JSON) ${sent.text}`
-          : `EXPLAIN (FORMAT JSON) EXECUTE ${sent.name}(${(sent.values ?? []).map(literal).join(', ')})`;
+          ? `EXPLAIN (FORMAT JSON) ${unnamed ? `EXECUTE stowage_explained(${values})` : sent.text}`
+          : `EXPLAIN (FORMAT JSON) EXECUTE ${sent.name}(${values})`;
       const { rows } = await client.query(text);
       return (rows[0]['QUERY PLAN'] as { Plan: PlanNode }[])[0]!.Plan;
     } finally {
+      if (unnamed) await client.query('DEALLOCATE stowage_explained');
       await client.query('RESET plan_cache_mode');
       client.release();
     }
@@ -476,6 +484,30 @@ describeServer(`query plans on tables of ${ROWS.toLocaleString('en')} rows`, () 
     await Promise.all(stores.map((store) => store.close()));
   });
 
+  test('pages of workflow state read the index whatever the table holds: the recent listing is planned for each call', { timeout: 120_000 }, async () => {
+    // 300,000 rows under one prefix, written in bursts that share a millisecond: on this table a
+    // generic plan of the listing reads the primary key's whole range and sorts it.
+    const extra = tableSet();
+    const kv = new PostgresKeyValueStore({ pool: recording, table: extra.kv, cleanupInterval: false });
+    try {
+      await kv.ready();
+      await admin.query(`INSERT INTO ${extra.kv} (key, value, version, updated_at)
+        SELECT 'wf:' || lpad(i::text, 7, '0'), '{}', i, date_trunc('milliseconds', now()) - (i / 10000) * interval '1 millisecond'
+        FROM generate_series(1, 300000) AS i`);
+      await admin.query(`ANALYZE ${extra.kv}`);
+      const sent = await recording.record('kv.recent', () => recentPages(kv, 'wf:', 3));
+      expect(sent).toHaveLength(3);
+      for (const statement of sent) {
+        // As the server runs it: a named statement on its generic plan once it settled on one.
+        const plan = await explain({ ...statement, label: 'kv.recent' }, 'force_generic_plan');
+        expect(problems('kv.recent', plan), describePlan(plan)).toEqual([]);
+      }
+    } finally {
+      await kv.close();
+      await dropTables(admin, extra);
+    }
+  });
+
   test('after 20 whole-table patterns on one connection, a prefix pattern still reads its index range', { timeout: 600_000 }, async () => {
     const kv = new PostgresKeyValueStore({ pool: recording, table: tables.kv });
     const cache = new PostgresCacheProvider({ pool: recording, table: tables.cache, prefix: 'c3:' });
@@ -513,6 +545,15 @@ describeServer(`query plans on tables of ${ROWS.toLocaleString('en')} rows`, () 
     await Promise.all([kv.close(), cache.close(), snapshots.close(), backend.close()]);
   });
 });
+
+/** `count` pages of `kv.recentEntries` under `prefix`, each after the last entry of the one before. */
+async function recentPages(kv: PostgresKeyValueStore, prefix: string, count: number): Promise<void> {
+  let after: { updatedAt: Date; key: string } | undefined;
+  for (let page = 0; page < count; page++) {
+    const entries = await kv.recentEntries({ prefix, limit: 10, ...(after && { after }) });
+    after = entries.at(-1);
+  }
+}
 
 /** Reads `count` items of a scan (so that it fetches a page after a cursor), then stops it. */
 async function firstPages<T>(scan: AsyncIterable<T>, count: number): Promise<void> {
