@@ -24,9 +24,15 @@ export abstract class CacheProviderBase extends StoreBase implements CacheProvid
   readonly #codec: Codec;
   /** Loader runs in progress in this process, by key, shared by concurrent `getOrSet` calls. */
   readonly #loading = new SingleFlight<string>();
-  /** Concurrent gets and sets of one tick, as one statement each, where the backend batches. */
-  readonly #gets: Coalescer<string, string | null> | undefined;
-  readonly #sets: Coalescer<CacheWrite, void> | undefined;
+  /** Concurrent point calls of one tick, coalesced (as one statement each where the backend batches); `coalesce: false` leaves it out. */
+  readonly #batched:
+    | {
+        get: (key: string) => Promise<string | null>;
+        set: (write: CacheWrite) => Promise<void>;
+        delete: (key: string) => Promise<void>;
+        has: (key: string) => Promise<boolean>;
+      }
+    | undefined;
 
   protected constructor(identity: string | StoreIdentity, options: CacheOptions & { coalesce?: boolean } = {}) {
     super(identity);
@@ -39,26 +45,38 @@ export abstract class CacheProviderBase extends StoreBase implements CacheProvid
     this.#defaultTtl = defaultTtl;
     this.#codec = codec;
     if (!booleanOption(options.coalesce, 'coalesce', true)) return;
-    const mapError = (error: unknown) => this.toStowageError(error);
-    if (this._getMany) this.#gets = new Coalescer((key) => this._get(key), (keys) => this._getMany!(keys), mapError, { store: this.identity, operation: 'cache.get' });
-    if (this._setMany) {
-      this.#sets = new Coalescer(
-        (write) => this._set(write.key, write.text, write.ttl),
-        async (writes) => {
-          const latest = new Map(writes.map((write) => [write.key, write]));
-          await this._setMany!([...latest.values()].sort((a, b) => compareKeys(a.key, b.key)));
-          return writes.map(() => undefined);
-        },
-        mapError,
-        { store: this.identity, operation: 'cache.set' },
-      );
-    }
+    const coalescer = new Coalescer((error) => this.toStowageError(error), this.identity);
+    const byKey = (key: string) => key;
+    this.#batched = {
+      get: coalescer.operation({
+        name: 'cache.get',
+        key: byKey,
+        reads: true,
+        runOne: (key) => this._get(key),
+        ...(this._getMany && { runBatch: (keys: string[]) => this._getMany!(keys) }),
+      }),
+      has: coalescer.operation({ name: 'cache.has', key: byKey, reads: true, runOne: (key) => this._has(key) }),
+      set: coalescer.operation<CacheWrite, void>({
+        name: 'cache.set',
+        key: (write) => write.key,
+        runOne: (write) => this._set(write.key, write.text, write.ttl),
+        ...(this._setMany && {
+          runBatch: async (writes: CacheWrite[]) => {
+            // The last write of a key wins, as it would have, run one after the other.
+            const latest = new Map(writes.map((write) => [write.key, write]));
+            await this._setMany!([...latest.values()].sort((a, b) => compareKeys(a.key, b.key)));
+            return writes.map(() => undefined);
+          },
+        }),
+      }),
+      delete: coalescer.operation({ name: 'cache.delete', key: byKey, runOne: (key) => this._delete(key) }),
+    };
   }
 
   get<T = unknown>(key: string): Promise<T | null> {
     return this.call('cache.get', async () => {
       assertValidKey(key);
-      const text = await (this.#gets ? this.#gets.run(key) : this._get(key));
+      const text = await (this.#batched ? this.#batched.get(key) : this._get(key));
       this.#lookedUp(text);
       return text === null ? null : (decodeValue(this.#codec, text, `the cached value of "${key}"`) as T);
     }, key);
@@ -68,21 +86,21 @@ export abstract class CacheProviderBase extends StoreBase implements CacheProvid
     return this.call('cache.set', () => {
       assertValidKey(key);
       const write = { key, text: encodeValue(this.#codec, value), ttl: this.#ttl(ttl) };
-      return this.#sets ? this.#sets.run(write) : this._set(write.key, write.text, write.ttl);
+      return this.#batched ? this.#batched.set(write) : this._set(write.key, write.text, write.ttl);
     }, key);
   }
 
   delete(key: string): Promise<void> {
     return this.call('cache.delete', () => {
       assertValidKey(key);
-      return this._delete(key);
+      return this.#batched ? this.#batched.delete(key) : this._delete(key);
     }, key);
   }
 
   has(key: string): Promise<boolean> {
     return this.call('cache.has', () => {
       assertValidKey(key);
-      return this._has(key);
+      return this.#batched ? this.#batched.has(key) : this._has(key);
     }, key);
   }
 

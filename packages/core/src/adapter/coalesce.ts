@@ -1,79 +1,131 @@
 import { batchChannel, type BatchMessage, type StoreIdentity } from '../diagnostics.js';
 import { isStowageError } from '../errors.js';
 
-/**
- * Point operations that arrive in the same tick go out as one statement. Calls collected
- * while the current synchronous run lasts are flushed in a microtask: a lone call goes out
- * alone as its single statement (a microtask later, no timer), several go out as one batch.
- *
- * Each caller gets the outcome it would have had alone: its own result from the batch, and
- * when the batch fails for a reason that may belong to one entry (a value the database
- * refuses), every call is run again on its own, so one bad entry never fails its neighbours.
- * A batch that failed because the database is unreachable, timed out or the store closed is
- * not retried: every caller gets that error, as it would have alone.
- *
- * Each flush's size is published on the `stowage:batch` channel (only while someone subscribes)
- * under the store and operation given as `batches`.
- */
-export class Coalescer<TInput, TOutput> {
-  readonly #runOne: (input: TInput) => Promise<TOutput>;
-  readonly #runBatch: (inputs: TInput[]) => Promise<TOutput[]>;
-  readonly #mapError: (error: unknown) => unknown;
-  readonly #batches: Omit<BatchMessage, 'size'> | undefined;
-  #pending: Call<TInput, TOutput>[] | undefined;
-
+/** One kind of point operation a store coalesces (`kv.get`, `kv.set`…): how it runs alone and as a batch. */
+export interface CoalescedOperation<TInput, TOutput> {
+  /** The operation's name for telemetry (`kv.get`). */
+  name: string;
+  /** The key a call is about. */
+  key(input: TInput): string;
+  /** A read: reads of one key do not depend on each other's order (`get` and `exists`). */
+  reads?: boolean;
+  runOne(input: TInput): Promise<TOutput>;
   /**
-   * `mapError` turns a backend error into the `StowageError` the caller would get (the store's
-   * mapping); `batches` names the store and operation whose flushes telemetry reports.
+   * One statement for several calls, one output per input, in order; inputs may repeat a key.
+   * Without it each call runs alone, but still in its round (so in call order).
    */
-  constructor(
-    runOne: (input: TInput) => Promise<TOutput>,
-    runBatch: (inputs: TInput[]) => Promise<TOutput[]>,
-    mapError: (error: unknown) => unknown,
-    batches?: { store: StoreIdentity; operation: string },
-  ) {
-    this.#runOne = runOne;
-    this.#runBatch = runBatch;
+  runBatch?(inputs: TInput[]): Promise<TOutput[]>;
+}
+
+/**
+ * Point operations that arrive in the same tick go out as one statement per kind (for the
+ * kinds that have a batch statement). Calls
+ * collected while the current synchronous run lasts are flushed in a microtask: a lone call
+ * goes out alone as its single statement (a microtask later, no timer), several of a kind go
+ * out as one batch.
+ *
+ * Each caller gets the outcome it would have had alone, as if the calls of the tick had run
+ * one after the other in the order they were made: calls of different kinds on one key (a
+ * `set` then a `get` of it, a `delete` then a `set`) go out in that order, a round after the
+ * other, while everything else of the tick shares a round. When a batch fails for a reason
+ * that may belong to one entry (a value the database refuses), every call of it is run again
+ * on its own, so one bad entry never fails its neighbours. A batch that failed because the
+ * database is unreachable, timed out or the store closed is not retried: every caller gets
+ * that error, as it would have alone.
+ *
+ * The size of each batch of a kind that has a batch statement (a lone call included) is
+ * published on the `stowage:batch` channel (only while someone subscribes) under the store
+ * and the operation's name.
+ */
+export class Coalescer {
+  readonly #mapError: (error: unknown) => unknown;
+  readonly #store: StoreIdentity;
+  #pending: Call[] | undefined;
+
+  /** `mapError` turns a backend error into the `StowageError` the caller would get (the store's mapping). */
+  constructor(mapError: (error: unknown) => unknown, store: StoreIdentity) {
     this.#mapError = mapError;
-    this.#batches = batches;
+    this.#store = store;
   }
 
-  run(input: TInput): Promise<TOutput> {
-    return new Promise<TOutput>((resolve, reject) => {
-      if (this.#pending === undefined) {
-        this.#pending = [];
-        queueMicrotask(() => this.#flush());
-      }
-      this.#pending.push({ input, resolve, reject });
-    });
+  /** `operation` as a function whose calls are coalesced with the other calls of their tick. */
+  operation<TInput, TOutput>(operation: CoalescedOperation<TInput, TOutput>): (input: TInput) => Promise<TOutput> {
+    return (input) =>
+      new Promise<TOutput>((resolve, reject) => {
+        if (this.#pending === undefined) {
+          this.#pending = [];
+          queueMicrotask(() => this.#flush());
+        }
+        this.#pending.push({ operation, input, resolve, reject } as Call);
+      });
   }
 
-  #flush(): void {
+  async #flush(): Promise<void> {
     const calls = this.#pending!;
     this.#pending = undefined;
-    if (this.#batches && batchChannel.hasSubscribers) batchChannel.publish({ ...this.#batches, size: calls.length } satisfies BatchMessage);
-    if (calls.length === 1) {
-      this.#settle(calls[0]!, this.#runOne(calls[0]!.input));
-      return;
-    }
-    this.#runBatch(calls.map((call) => call.input)).then(
-      (outputs) => calls.forEach((call, index) => call.resolve(outputs[index]!)),
-      (error: unknown) => {
-        if (isAboutTheConnection(this.#mapError(error))) for (const call of calls) call.reject(error);
-        else for (const call of calls) this.#settle(call, this.#runOne(call.input));
-      },
-    );
+    for (const round of rounds(calls)) await this.#run(round);
   }
 
-  #settle(call: Call<TInput, TOutput>, outcome: Promise<TOutput>): void {
-    outcome.then(call.resolve, call.reject);
+  /** Runs one round: a batch (or a lone call) per kind of operation, at once; settles every call. */
+  async #run(round: Call[]): Promise<void> {
+    const byOperation = new Map<CoalescedOperation<unknown, unknown>, Call[]>();
+    for (const call of round) {
+      const calls = byOperation.get(call.operation);
+      if (calls) calls.push(call);
+      else byOperation.set(call.operation, [call]);
+    }
+    await Promise.all([...byOperation].map(([operation, calls]) => this.#runBatch(operation, calls)));
+  }
+
+  async #runBatch(operation: CoalescedOperation<unknown, unknown>, calls: Call[]): Promise<void> {
+    const eachAlone = async () => void (await Promise.all(calls.map((call) => settle(call, operation.runOne(call.input)))));
+    if (!operation.runBatch) return eachAlone();
+    if (batchChannel.hasSubscribers) batchChannel.publish({ store: this.#store, operation: operation.name, size: calls.length } satisfies BatchMessage);
+    if (calls.length === 1) return eachAlone();
+    try {
+      const outputs = await operation.runBatch(calls.map((call) => call.input));
+      calls.forEach((call, index) => call.resolve(outputs[index]));
+    } catch (error) {
+      if (isAboutTheConnection(this.#mapError(error))) for (const call of calls) call.reject(error);
+      else await eachAlone();
+    }
   }
 }
 
-interface Call<TInput, TOutput> {
-  input: TInput;
-  resolve: (output: TOutput) => void;
+interface Call {
+  operation: CoalescedOperation<unknown, unknown>;
+  input: unknown;
+  resolve: (output: unknown) => void;
   reject: (error: unknown) => void;
+}
+
+/**
+ * The calls of a tick cut into rounds, in call order: a round ends before the first call on a
+ * key that an earlier call of the round touched with another kind of operation (two reads of
+ * one key do not count).
+ */
+function rounds(calls: readonly Call[]): Call[][] {
+  const result: Call[][] = [[]];
+  let touched = new Map<string, CoalescedOperation<unknown, unknown>>();
+  for (const call of calls) {
+    const key = call.operation.key(call.input);
+    const earlier = touched.get(key);
+    if (earlier !== undefined && earlier !== call.operation && !(earlier.reads && call.operation.reads)) {
+      result.push([]);
+      touched = new Map();
+    }
+    result.at(-1)!.push(call);
+    touched.set(key, call.operation);
+  }
+  return result;
+}
+
+async function settle(call: Call, outcome: Promise<unknown>): Promise<void> {
+  try {
+    call.resolve(await outcome);
+  } catch (error) {
+    call.reject(error);
+  }
 }
 
 /** Errors every call of the batch would have had alone: retrying each would only multiply the load. */

@@ -44,58 +44,59 @@ export interface KeyValueStoreBaseOptions {
  * them where one key has a cheaper statement.
  */
 export abstract class KeyValueStoreBase extends StoreBase implements KeyValueStore {
-  /** Concurrent point calls of one tick, as one batch each (see {@link KeyValueStoreBaseOptions.coalesce}). */
-  readonly #batches:
+  /** Concurrent point calls of one tick, coalesced (see {@link KeyValueStoreBaseOptions.coalesce}). */
+  readonly #batched:
     | {
-        gets: Coalescer<string, string | null>;
-        exists: Coalescer<string, boolean>;
-        sets: Coalescer<KeyValueWriteOp, void>;
-        deletes: Coalescer<string, boolean> | undefined;
+        get: (key: string) => Promise<string | null>;
+        exists: (key: string) => Promise<boolean>;
+        set: (write: KeyValueWriteOp) => Promise<void>;
+        delete: (key: string) => Promise<boolean>;
       }
     | undefined;
 
   protected constructor(identity: string | StoreIdentity, options: KeyValueStoreBaseOptions = {}) {
     super(identity);
     if (!booleanOption(options.coalesce, 'coalesce', true)) return;
-    const mapError = (error: unknown) => this.toStowageError(error);
-    this.#batches = {
-      gets: new Coalescer((key) => this._get(key), (keys) => this._getMany(keys), mapError, { store: this.identity, operation: 'kv.get' }),
-      exists: new Coalescer((key) => this._exists(key), (keys) => this._existsMany(keys), mapError, { store: this.identity, operation: 'kv.exists' }),
-      sets: new Coalescer(
-        (write) => this._set(write.key, write.value, write.ttl),
-        async (writes) => {
+    const coalescer = new Coalescer((error) => this.toStowageError(error), this.identity);
+    const byKey = (key: string) => key;
+    this.#batched = {
+      get: coalescer.operation({ name: 'kv.get', key: byKey, reads: true, runOne: (key) => this._get(key), runBatch: (keys) => this._getMany(keys) }),
+      exists: coalescer.operation({ name: 'kv.exists', key: byKey, reads: true, runOne: (key) => this._exists(key), runBatch: (keys) => this._existsMany(keys) }),
+      set: coalescer.operation<KeyValueWriteOp, void>({
+        name: 'kv.set',
+        key: (write) => write.key,
+        runOne: (write) => this._set(write.key, write.value, write.ttl),
+        runBatch: async (writes) => {
           // The last write of a key wins, as it would have, run one after the other.
           const latest = new Map(writes.map((write) => [write.key, write]));
           await this._setMany([...latest.values()].sort((a, b) => compareKeys(a.key, b.key)));
           return writes.map(() => undefined);
         },
-        mapError,
-        { store: this.identity, operation: 'kv.set' },
-      ),
-      deletes: this._deleteEach
-        ? new Coalescer(
-            (key) => this._delete(key),
-            async (keys) => {
-              const unique = [...new Set(keys)].sort(compareKeys);
-              const removed = new Map((await this._deleteEach!(unique)).map((live, index) => [unique[index]!, live]));
-              // Of two deletes of one key only the first removed it.
-              return keys.map((key) => {
-                const live = removed.get(key) ?? false;
-                removed.set(key, false);
-                return live;
-              });
-            },
-            mapError,
-            { store: this.identity, operation: 'kv.delete' },
-          )
-        : undefined,
+      }),
+      delete: coalescer.operation({
+        name: 'kv.delete',
+        key: byKey,
+        runOne: (key) => this._delete(key),
+        ...(this._deleteEach && {
+          runBatch: async (keys: string[]) => {
+            const unique = [...new Set(keys)].sort(compareKeys);
+            const removed = new Map((await this._deleteEach!(unique)).map((live, index) => [unique[index]!, live]));
+            // Of two deletes of one key only the first removed it.
+            return keys.map((key) => {
+              const live = removed.get(key) ?? false;
+              removed.set(key, false);
+              return live;
+            });
+          },
+        }),
+      }),
     };
   }
 
   get(key: string): Promise<string | null> {
     return this.call('kv.get', () => {
       assertValidKey(key);
-      return this.#batches ? this.#batches.gets.run(key) : this._get(key);
+      return this.#batched ? this.#batched.get(key) : this._get(key);
     }, key);
   }
 
@@ -104,21 +105,21 @@ export abstract class KeyValueStoreBase extends StoreBase implements KeyValueSto
       assertValidKey(key);
       assertValidStringValue(value);
       const ttl = ttlOfSetOptions(options);
-      return this.#batches ? this.#batches.sets.run({ key, value, ttl }) : this._set(key, value, ttl);
+      return this.#batched ? this.#batched.set({ key, value, ttl }) : this._set(key, value, ttl);
     }, key);
   }
 
   delete(key: string): Promise<boolean> {
     return this.call('kv.delete', () => {
       assertValidKey(key);
-      return this.#batches?.deletes ? this.#batches.deletes.run(key) : this._delete(key);
+      return this.#batched ? this.#batched.delete(key) : this._delete(key);
     }, key);
   }
 
   exists(key: string): Promise<boolean> {
     return this.call('kv.exists', () => {
       assertValidKey(key);
-      return this.#batches ? this.#batches.exists.run(key) : this._exists(key);
+      return this.#batched ? this.#batched.exists(key) : this._exists(key);
     }, key);
   }
 

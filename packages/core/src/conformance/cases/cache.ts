@@ -34,6 +34,24 @@ export const cacheCases = defineCases('CacheProvider', (it) => {
     expect(await cache.has('user:1')).toBe(false);
   });
 
+  it('calls made together on one key take effect in the order they were made', async (s) => {
+    const cache = await s.cache();
+    for (let round = 0; round < 10; round++) {
+      const key = `ordered:${round}`;
+      const outcomes = await Promise.all([
+        cache.get(key),
+        cache.set(key, { v: 'a' }),
+        cache.has(key),
+        cache.get(key),
+        cache.delete(key),
+        cache.has(key),
+        cache.set(key, { v: 'b' }),
+        cache.get(key),
+      ]);
+      expect(outcomes, `round ${round}`).toEqual([null, undefined, true, { v: 'a' }, undefined, false, undefined, { v: 'b' }]);
+    }
+  });
+
   it('every JSON value round-trips identically', async (s) => {
     const cache = await s.cache();
     await parallel(JSON_VALUES.length, (i) => cache.set(`v${i}`, JSON_VALUES[i]![1]));

@@ -51,6 +51,27 @@ export const keyValueCases = defineCases('KeyValueStore', (it) => {
     expect(await kv.get('k')).toBeNull();
   });
 
+  it('calls made together on one key take effect in the order they were made', async (s) => {
+    const kv = await s.kv();
+    for (let round = 0; round < 10; round++) {
+      const key = `ordered:${round}`;
+      // Not awaited one by one: made in one tick, as concurrent code makes them.
+      const outcomes = await Promise.all([
+        kv.get(key),
+        kv.set(key, 'a'),
+        kv.exists(key),
+        kv.get(key),
+        kv.delete(key),
+        kv.get(key),
+        kv.set(key, 'b'),
+        kv.delete(`other:${round}`),
+        kv.get(key),
+      ]);
+      expect(outcomes, `round ${round}`).toEqual([null, undefined, true, 'a', true, null, undefined, false, 'b']);
+      expect(await kv.get(key)).toBe('b');
+    }
+  });
+
   it('delete returns true only when a live key was removed', async (s) => {
     const kv = await s.kv();
     await kv.set('a', '1');
