@@ -2,20 +2,9 @@
  * A crash-test worker process (spawned by the state-machine tests, one OS process each):
  * `node state-machine-worker.ts <name>` with STOWAGE_WORKER_URL, STOWAGE_WORKER_DATABASE and
  * STOWAGE_WORKER_COLLECTIONS set. It runs the adapter's sources directly with Node's type
- * stripping; the hook below lets their `./x.js` imports find `./x.ts`.
+ * stripping (see @stowage/test-env/source-hooks).
  */
-import { registerHooks } from 'node:module';
-
-registerHooks({
-  resolve(specifier, context, nextResolve) {
-    try {
-      return nextResolve(specifier, context);
-    } catch (error) {
-      if (specifier.startsWith('.') && specifier.endsWith('.js')) return nextResolve(`${specifier.slice(0, -3)}.ts`, context);
-      throw error;
-    }
-  },
-});
+import '@stowage/test-env/source-hooks';
 
 const { MongoKeyValueStore, MongoProcessBackend } = await import('../src/index.js');
 const { runCrashTestWorker } = await import('@stowage/core/conformance/crash');

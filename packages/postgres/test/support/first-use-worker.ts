@@ -3,20 +3,9 @@
  * STOWAGE_WORKER_URL, STOWAGE_WORKER_SCHEMA and STOWAGE_WORKER_TABLES set). It opens every
  * store on tables nobody has created yet, at the same moment as its siblings, then contends
  * with them, and prints what it saw as one JSON line. Runs the sources with Node's type
- * stripping; the hook lets their `./x.js` imports find `./x.ts`.
+ * stripping (see @stowage/test-env/source-hooks).
  */
-import { registerHooks } from 'node:module';
-
-registerHooks({
-  resolve(specifier, context, nextResolve) {
-    try {
-      return nextResolve(specifier, context);
-    } catch (error) {
-      if (specifier.startsWith('.') && specifier.endsWith('.js')) return nextResolve(`${specifier.slice(0, -3)}.ts`, context);
-      throw error;
-    }
-  },
-});
+import '@stowage/test-env/source-hooks';
 
 const stowage = await import('../../src/index.js');
 const pg = (await import('pg')).default;

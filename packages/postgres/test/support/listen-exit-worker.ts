@@ -6,18 +6,7 @@
  * socket is all that keeps the process alive. It prints what it got through as one JSON line
  * (nothing if the process exited in the middle of an awaited call), then exits by itself.
  */
-import { registerHooks } from 'node:module';
-
-registerHooks({
-  resolve(specifier, context, nextResolve) {
-    try {
-      return nextResolve(specifier, context);
-    } catch (error) {
-      if (specifier.startsWith('.') && specifier.endsWith('.js')) return nextResolve(`${specifier.slice(0, -3)}.ts`, context);
-      throw error;
-    }
-  },
-});
+import '@stowage/test-env/source-hooks';
 
 const stowage = await import('../../src/index.js');
 

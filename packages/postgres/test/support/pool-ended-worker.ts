@@ -4,20 +4,9 @@
  * with writes queued for a connection and an acquisition waiting, the process ends the pool
  * and never closes the stores. It prints how each call settled as one JSON line, then must
  * exit by itself: nothing stowage opened may keep it alive. Runs the sources with Node's type
- * stripping; the hook lets their `./x.js` imports find `./x.ts`.
+ * stripping (see @stowage/test-env/source-hooks).
  */
-import { registerHooks } from 'node:module';
-
-registerHooks({
-  resolve(specifier, context, nextResolve) {
-    try {
-      return nextResolve(specifier, context);
-    } catch (error) {
-      if (specifier.startsWith('.') && specifier.endsWith('.js')) return nextResolve(`${specifier.slice(0, -3)}.ts`, context);
-      throw error;
-    }
-  },
-});
+import '@stowage/test-env/source-hooks';
 
 const stowage = await import('../../src/index.js');
 const pg = (await import('pg')).default;

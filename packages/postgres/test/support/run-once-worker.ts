@@ -7,18 +7,7 @@
  * every key and exits 0 when all are done.
  */
 import { randomUUID } from 'node:crypto';
-import { registerHooks } from 'node:module';
-
-registerHooks({
-  resolve(specifier, context, nextResolve) {
-    try {
-      return nextResolve(specifier, context);
-    } catch (error) {
-      if (specifier.startsWith('.') && specifier.endsWith('.js')) return nextResolve(`${specifier.slice(0, -3)}.ts`, context);
-      throw error;
-    }
-  },
-});
+import '@stowage/test-env/source-hooks';
 
 const { PostgresIdempotencyStore, PostgresKeyValueStore } = await import('../../src/index.js');
 
