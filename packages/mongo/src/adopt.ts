@@ -1,6 +1,6 @@
 import { StowageError, richCodec } from '@stowage/core';
 import { ObjectId, type AnyBulkWriteOperation, type Collection, type Db, type Document, type MongoClient } from 'mongodb';
-import { isDuplicateKeyError, writeErrorsOf } from './errors.js';
+import { isDuplicateKeyError, statementsToRetry } from './errors.js';
 
 /*
  * Collections that go-go-scope's own MongoDB adapters (`MongoDBAdapter`,
@@ -181,8 +181,14 @@ async function convertBatch(source: Collection, target: Collection, documents: D
     try {
       await target.bulkWrite(inserts, { ordered: false });
     } catch (error) {
-      // A document already there (converted by another process, or written by stowage since) wins.
-      if (!isDuplicateKeyError(error) || writeErrorsOf(error).some((writeError) => writeError.code !== 11000)) throw error;
+      // A document already there (converted by another process, or written by stowage since)
+      // wins. Where the server does not say which inserts it skipped, each goes again on its own:
+      // the originals are deleted next.
+      const retry = statementsToRetry(error, inserts.length);
+      if (retry === null) throw error;
+      for (const index of retry) await target.insertOne(replacements[index]!).catch((again: unknown) => {
+        if (!isDuplicateKeyError(again)) throw again;
+      });
     }
   }
   if (!deleteFirst) await source.deleteMany({ _id: { $in: gone } });

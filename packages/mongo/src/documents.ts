@@ -25,13 +25,15 @@ export interface KeyValueDocument {
 
 /**
  * When a key-value or snapshot document was last written: its `updatedAt` when that is a
- * valid date, else the epoch. A document written by awaitly's own persistence has none, and
- * one written by hand or another tool may hold anything there (a string, a number): such a
- * document reads as written at the epoch rather than failing every read and listing.
+ * valid date after the epoch, else the epoch. A document written by awaitly's own persistence
+ * has none, and one written by hand or another tool may hold anything there (a string, a
+ * number, a date before 1970): such a document reads as written at the epoch rather than
+ * failing every read and listing, and lists with the others written "at the epoch" (see
+ * `MongoKeyValueStore._recentEntries`).
  */
 export function lastWritten(document: { updatedAt?: unknown }): Date {
   const { updatedAt } = document;
-  return updatedAt instanceof Date && !Number.isNaN(updatedAt.getTime()) ? updatedAt : new Date(0);
+  return updatedAt instanceof Date && updatedAt.getTime() > 0 ? updatedAt : new Date(0);
 }
 
 /**

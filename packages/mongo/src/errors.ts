@@ -92,6 +92,25 @@ export function writeErrorsOf(error: unknown): { index: number; code: unknown }[
 }
 
 /**
+ * Which statements of a failed unordered bulk write of `count` upserts or inserts to run again
+ * one by one, because the write met a duplicate `_id` (an upsert that lost an insert race, or
+ * whose filter did not match the document that is there; an insert of a document that exists):
+ * the ones the error lists when the server accounted for every statement (MongoDB: each
+ * matched, upserted, inserted or failed), else all of them. jongodb reports the duplicate for
+ * the command as a whole, without writeErrors, and may skip the statements after it; FerretDB
+ * 1.x stops at the first one and reports it at index 0, with no counts. `null` when anything
+ * else failed.
+ */
+export function statementsToRetry(error: unknown, count: number): number[] | null {
+  if (!isDuplicateKeyError(error)) return null;
+  const failed = writeErrorsOf(error);
+  if (failed.some((writeError) => writeError.code !== 11000)) return null;
+  const result = (error as { result?: { matchedCount?: unknown; upsertedCount?: unknown; insertedCount?: unknown } }).result;
+  const accounted = Number(result?.matchedCount ?? 0) + Number(result?.upsertedCount ?? 0) + Number(result?.insertedCount ?? 0) + failed.length;
+  return accounted === count ? failed.map(({ index }) => index) : Array.from({ length: count }, (_, index) => index);
+}
+
+/**
  * Maps an error a store's operation met to the `StowageError` a caller can act on, with the
  * driver error as `cause`. What the caller can do decides the code (as in `@stowage/postgres`):
  *

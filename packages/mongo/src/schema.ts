@@ -54,7 +54,8 @@ const TTL_INDEX: MongoIndexSpec = { key: { expiresAt: 1 }, name: 'expiresAt_ttl'
  * for the markers deleted snapshots leave (see the README, "Versions").
  */
 const INDEXES: Readonly<Record<MongoCollectionKind, MongoIndexSpec[]>> = {
-  kv: [TTL_INDEX],
+  // recentEntries (createStatePersistence's list): the newest entries first, without sorting the rest.
+  kv: [{ key: { updatedAt: -1, _id: 1 }, name: 'updatedAt_-1__id_1' }, TTL_INDEX],
   cache: [TTL_INDEX],
   idempotency: [TTL_INDEX],
   snapshots: [{ key: { ns: 1, updatedAt: -1, _id: 1 }, name: 'ns_1_updatedAt_-1__id_1' }, TTL_INDEX],

@@ -1,4 +1,4 @@
-import type { WorkflowSnapshot } from '@stowage/core';
+import { richCodec, type WorkflowSnapshot } from '@stowage/core';
 import { MongoClient } from 'mongodb';
 import { expect, it } from 'vitest';
 import { MongoKeyValueStore, createMongoPersistence, goGoScopePersistence } from '../src/index.js';
@@ -152,6 +152,23 @@ describeEachServer(servers, 'adopting existing collections', (s) => {
     } finally {
       await Promise.all(persistences.map((persistence) => persistence.close()));
       await Promise.all(clients.map((client) => client.close()));
+    }
+  });
+
+  it('an adoption that finds some documents converted already (a crash between copy and delete) converts every other one', async () => {
+    const { legacy, slots } = await goGoScopeData(uniqueName('gs4'));
+    await legacy.cache.insertMany(Array.from({ length: 300 }, (_, i) => ({ key: `myapp:cache:bulk:${i}`, value: { i }, expiresAt: null, updatedAt: new Date() })));
+    // As a crashed adoption leaves it: a few converted documents in stowage's collection, their originals still there.
+    const target = db().collection<{ _id: string; value: string }>(placement(slots).collections.cache!);
+    await target.insertMany([5, 150, 299].map((i) => ({ _id: `myapp:\u0000bulk:${i}`, value: richCodec.encode({ i }) })));
+    const persistence = goGoScopePersistence({ ...where, ...placement(slots) }, { keyPrefix: 'myapp:' });
+    try {
+      await persistence.connect();
+      expect(await persistence.cache.keys('bulk:*')).toHaveLength(300);
+      expect(await persistence.cache.get('bulk:151')).toEqual({ i: 151 });
+      expect(await legacy.cache.countDocuments({ key: { $exists: true } })).toBe(0);
+    } finally {
+      await persistence.close();
     }
   });
 

@@ -274,6 +274,24 @@ describeEachServer(servers, 'documents and writes', (s) => {
     expect(lost).toEqual([]);
   });
 
+  it('concurrent setMany calls over the same new keys all succeed, each key ending with one writer\'s value', async (context) => {
+    // jongodb reports a statement that lost an upsert race as a duplicate key of the whole
+    // command, without saying which statement (no writeErrors), and may skip the statements
+    // after it: before, such a setMany rejected (14 of 40 calls here).
+    if (s.product === 'ferretdb') return context.skip('FerretDB 1.24 stops answering under concurrent bulk writes of the same _ids (a FerretDB bug)');
+    const kv = await new MongoKeyValueStore(storeOptions(s, 'racing_batches')).connect();
+    try {
+      for (let round = 0; round < 20; round++) {
+        const keys = Array.from({ length: 20 }, (_, i) => `race/${round}/${i}`);
+        const results = await Promise.allSettled(['A', 'B'].map((value) => kv.setMany(keys.map((key) => ({ key, value })))));
+        expect(results.filter((result) => result.status === 'rejected'), `round ${round}`).toEqual([]);
+        for (const value of await kv.getMany(keys)) expect(['A', 'B'], `round ${round}`).toContain(value);
+      }
+    } finally {
+      await kv.close();
+    }
+  });
+
   it('process versions carry the server clock (createdAt, at) where the dialect computes them ($$NOW), whatever the client clock', async (context) => {
     if (s.product !== 'mongodb') return context.skip(`needs the pipeline dialect ($$NOW), which ${s.label} does not run (its command: pipeline-commands.test.ts)`);
     const backend = await new MongoProcessBackend(storeOptions(s, 'clock_process')).connect();

@@ -1,7 +1,7 @@
 import { StowageError } from '@stowage/core';
 import { describe, expect, it } from 'vitest';
 import { probe } from '../src/dialects/detect.js';
-import { isDuplicateKeyError, isTransientError, isUnsupportedError, toStowageError } from '../src/errors.js';
+import { isDuplicateKeyError, isTransientError, isUnsupportedError, toStowageError, statementsToRetry } from '../src/errors.js';
 
 /** Error shapes as the driver builds them (matched by name and code, never by class: see errors.ts). */
 const driverError = (name: string, fields: Record<string, unknown> = {}) =>
@@ -103,6 +103,21 @@ describe('driver errors become StowageErrors with the driver error as cause', ()
     // Network trouble is not "unsupported": detection must not fall back to the classic dialect on it.
     expect(isUnsupportedError(driverError('MongoNetworkError'))).toBe(false);
     expect(isUnsupportedError(driverError('MongoServerError', { code: 91 }))).toBe(false);
+  });
+
+  it('a bulk of upserts that met a duplicate key runs again the statements that failed, or all of them where the server does not say which', () => {
+    const bulkError = (writeErrors: unknown[], matchedCount: number, upsertedCount: number, code = 11000) =>
+      driverError('MongoBulkWriteError', { code, writeErrors, result: { matchedCount, upsertedCount } });
+    // MongoDB: every statement matched, upserted or failed.
+    expect(statementsToRetry(bulkError([{ code: 11000, index: 2 }], 1, 2), 4)).toEqual([2]);
+    // jongodb: the duplicate for the whole command, no writeErrors, some statements applied.
+    expect(statementsToRetry(bulkError([], 0, 0), 3)).toEqual([0, 1, 2]);
+    // FerretDB 1.x: stops at the first duplicate and reports it at index 0, without counts.
+    expect(statementsToRetry(bulkError([{ code: 11000, index: 0 }], 0, 0), 3)).toEqual([0, 1, 2]);
+    expect(statementsToRetry(bulkError([{ code: 11000, index: 0 }], 0, 0), 1)).toEqual([0]);
+    // Anything else is the caller's to throw.
+    expect(statementsToRetry(bulkError([{ code: 11000, index: 0 }, { code: 121, index: 1 }], 0, 0), 2)).toBeNull();
+    expect(statementsToRetry(driverError('MongoServerError', { code: 2 }), 2)).toBeNull();
   });
 });
 

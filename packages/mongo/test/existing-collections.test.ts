@@ -110,7 +110,7 @@ describeEachServer(servers, 'existing collections', (s) => {
     await db().dropCollection(options.collection);
     const second = await new MongoKeyValueStore(options).connect(); // another client: sets the schema up again
     const names = (await db().collection(options.collection).listIndexes().toArray()).map((index) => index.name).sort();
-    expect(names).toEqual(['_id_', s.product === 'ferretdb' ? 'expiresAt_1' : 'expiresAt_ttl']);
+    expect(names).toEqual(['_id_', s.product === 'ferretdb' ? 'expiresAt_1' : 'expiresAt_ttl', 'updatedAt_-1__id_1']);
     await second.close();
   });
 });

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import type { CommandStartedEvent, MongoClient } from 'mongodb';
+import type { CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
 import { uniqueName } from './mongo-adapter.js';
 import type { OpenedTestServer } from './server.js';
 
@@ -8,18 +8,35 @@ export function storeOptions(server: OpenedTestServer, stem = 'col') {
   return { url: server.url, database: server.database, collection: uniqueName(stem) };
 }
 
-/** Commands the client sent (driver command monitoring; the client needs `monitorCommands: true`). */
-export function recordCommands(client: MongoClient): { names: string[]; count(): number; reset(): void; stop(): void } {
+/**
+ * Commands the client sent, and how many documents their replies carried (`find`, `aggregate`
+ * and `getMore` batches): what a listing read. Driver command monitoring; the client needs
+ * `monitorCommands: true`.
+ */
+export function recordCommands(client: MongoClient): { names: string[]; count(): number; documents(): number; reset(): void; stop(): void } {
   const names: string[] = [];
-  const listener = (event: CommandStartedEvent) => {
+  let documents = 0;
+  const started = (event: CommandStartedEvent) => {
     names.push(event.commandName);
   };
-  client.on('commandStarted', listener);
+  const succeeded = (event: CommandSucceededEvent) => {
+    const cursor = (event.reply as { cursor?: { firstBatch?: unknown[]; nextBatch?: unknown[] } } | undefined)?.cursor;
+    documents += (cursor?.firstBatch ?? cursor?.nextBatch ?? []).length;
+  };
+  client.on('commandStarted', started);
+  client.on('commandSucceeded', succeeded);
   return {
     names,
     count: () => names.length,
-    reset: () => void names.splice(0),
-    stop: () => void client.off('commandStarted', listener),
+    documents: () => documents,
+    reset: () => {
+      names.splice(0);
+      documents = 0;
+    },
+    stop: () => {
+      client.off('commandStarted', started);
+      client.off('commandSucceeded', succeeded);
+    },
   };
 }
 

@@ -1,3 +1,5 @@
+import { compareKeys } from '@stowage/core/adapter';
+import { MongoClient } from 'mongodb';
 import { expect, it } from 'vitest';
 import {
   MongoCacheProvider,
@@ -8,7 +10,8 @@ import {
   MongoLockProvider,
   mongo,
 } from '../src/index.js';
-import { storeOptions } from './helpers.js';
+import { recordCommands, storeOptions } from './helpers.js';
+import { uniqueName } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -84,6 +87,74 @@ describeEachServer(servers, 'hostile field names and keys', (s) => {
     expect(await kv.getMany(LOOKS_LIKE_SYNTAX)).toEqual(LOOKS_LIKE_SYNTAX);
     expect(await kv.deleteMany(['.*', '$where'])).toBe(2);
     await Promise.all([kv.close(), locks.close()]);
+  });
+
+  it('a glob of many `*` over long keys lists exactly its matches: the server never runs a glob as a backtracking expression', { timeout: 60_000 }, async () => {
+    // Before: `*a*a*a*a*a*a*a*b` went to the server as an anchored regular expression, and
+    // jongodb's backtracking engine gave no answer for a key of fifty `a`s in 30 s (MongoDB's
+    // PCRE backtracks the same way; FerretDB took seconds for long patterns). The generous
+    // timeout only bounds a hang: the assertions are on the matches.
+    const kv = await new MongoKeyValueStore(storeOptions(s)).connect();
+    const cache = await new MongoCacheProvider({ ...storeOptions(s), prefix: 'p:' }).connect();
+    const keys = ['a'.repeat(60), `${'a'.repeat(60)}b`, `${'xa'.repeat(40)}b`, `${'a'.repeat(6)}b`, `a\u0000${'a'.repeat(50)}\u0001b`, 'b', '?'.repeat(1000)];
+    const glob = `*${'a*'.repeat(7)}b`;
+    const matches = [`a\u0000${'a'.repeat(50)}\u0001b`, `${'a'.repeat(60)}b`, `${'xa'.repeat(40)}b`];
+    await kv.setMany(keys.map((key) => ({ key, value: 'v' })));
+    for (const key of keys) await cache.set(key, 1);
+    const all = async (iterable: AsyncIterable<string>) => {
+      const found: string[] = [];
+      for await (const key of iterable) found.push(key);
+      return found;
+    };
+    expect(await kv.keys(glob)).toEqual(matches);
+    expect((await kv.entries(glob)).map((entry) => entry.key)).toEqual(matches);
+    expect(await all(kv.scan(glob, { pageSize: 2 }))).toEqual(matches);
+    expect(await cache.keys(glob)).toEqual(matches);
+    expect(await all(cache.scan(glob, { pageSize: 1 }))).toEqual(matches);
+    // Long patterns: as expressions, FerretDB ran each for seconds over 2,000 keys, and the second is over MongoDB's 16 KiB limit.
+    expect(await kv.keys('?'.repeat(1000))).toEqual(['?'.repeat(1000)]);
+    expect(await kv.keys('*?'.repeat(2700))).toEqual([]);
+    expect(await kv.keys('*?'.repeat(7))).toEqual(keys.filter((key) => key.length >= 7).sort(compareKeys));
+    expect(await cache.keys(`*${'a'.repeat(55)}*b`)).toEqual([`${'a'.repeat(60)}b`]);
+    await Promise.all([kv.close(), cache.close()]);
+  });
+
+  it('a listing the store decides reads on past keys that do not match: every match once, in order, and a page reads only as far as it needs', async () => {
+    const client = await new MongoClient(s.url, { monitorCommands: true }).connect();
+    const commands = recordCommands(client);
+    try {
+      const options = { client, database: s.database, collection: uniqueName('glob_pages') };
+      const kv = await new MongoKeyValueStore(options).connect();
+      const cache = await new MongoCacheProvider({ ...options, collection: uniqueName('glob_pages_cache'), prefix: 'c' }).connect();
+      // 600 keys that all contain "hit" (the literal the server searches for), of which every 50th ends with it.
+      const keys = Array.from({ length: 600 }, (_, i) => `row:${String(i).padStart(4, '0')}:${i % 50 === 0 ? 'hit' : 'hitx'}`);
+      const matches = keys.filter((key) => key.endsWith(':hit'));
+      const all = [...keys, 'rov:1:hit', 'rox:1:hit'];
+      // Written directly: setMany checks each key's version, which FerretDB does by reading the whole collection.
+      await client.db(s.database).collection(options.collection).insertMany(all.map((key) => ({ _id: key as never, value: 'v', version: 1, updatedAt: new Date() })));
+      await kv.set('row:gone:hit', 'v', { ttl: 1 }); // expired by the time it is listed
+      await Promise.all(all.map((key) => cache.set(key, 1))); // one command (the cache coalesces a tick's sets)
+      const glob = 'row:*:*hit';
+      for (const pageSize of [1, 5, 12, 13, 1000]) {
+        const scanned: string[] = [];
+        for await (const key of kv.scan(glob, { pageSize })) scanned.push(key);
+        expect(scanned, `kv, pages of ${pageSize}`).toEqual(matches);
+        const cached: string[] = [];
+        for await (const key of cache.scan(glob, { pageSize })) cached.push(key);
+        expect(cached, `cache, pages of ${pageSize}`).toEqual(matches);
+      }
+      expect(await kv.keys(glob)).toEqual(matches);
+      // The first page of 3 (keys 0, 50 and 100) reads a batch or two of the range, not all 600 keys.
+      commands.reset();
+      const first = kv.scan(glob, { pageSize: 3 })[Symbol.asyncIterator]();
+      for (let i = 0; i < 3; i++) await first.next();
+      expect(commands.documents()).toBeLessThan(300);
+      await first.return?.();
+      await Promise.all([kv.close(), cache.close()]);
+    } finally {
+      commands.stop();
+      await client.close();
+    }
   });
 
   it('JSON values with `$` and `.` field names round-trip in the cache, snapshots, checkpoints and idempotency records', async () => {

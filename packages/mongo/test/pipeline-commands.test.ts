@@ -73,7 +73,8 @@ describeEachServer(servers, 'commands of the pipeline dialect', (s) => {
       ['kv.exists', () => kv.exists('k'), { find: { filter: { _id: 'k', $expr: LIVE }, projection: { _id: 1 }, limit: 1 } }],
       ['kv.getEntry', () => kv.getEntry('k'), { find: { filter: { _id: 'k', $expr: LIVE }, projection: { value: 1, version: 1, updatedAt: 1 }, limit: 1 } }],
       ['kv.getMany', () => kv.getMany(['a', 'b']), { find: { filter: { _id: { $in: ['a', 'b'] }, $expr: LIVE }, projection: { value: 1 } } }],
-      ['kv.keys', () => kv.keys('a*b'), { find: { filter: { _id: { $gte: 'a', $lt: 'b', $regex: '^a[\\s\\S]*b\\z' }, $expr: LIVE }, projection: { value: 0 } } }],
+      // A glob beyond its literal start and a trailing `*` is decided by the store: the server searches for its longest literal.
+      ['kv.keys', () => kv.keys('a*b'), { find: { filter: { _id: { $gte: 'a', $lt: 'b', $regex: 'b' }, $expr: LIVE }, projection: { value: 0 } } }],
       ['kv.entries', () => kv.entries('a*'), { find: { filter: { _id: { $gte: 'a', $lt: 'b' }, $expr: LIVE }, projection: { value: 0 } } }],
       [
         'kv.set',

@@ -1,3 +1,4 @@
+import { compareKeys } from '@stowage/core/adapter';
 import { MongoClient } from 'mongodb';
 import { describe, expect, it } from 'vitest';
 import {
@@ -8,7 +9,7 @@ import {
   indexSpecs,
   mongo,
 } from '../src/index.js';
-import { storeOptions } from './helpers.js';
+import { recordCommands, storeOptions } from './helpers.js';
 import { uniqueName } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
@@ -18,7 +19,7 @@ describe('indexSpecs', () => {
   it('lists every collection and index stowage creates (seed 001 plus key-value, snapshots and processes)', () => {
     const ttl = { key: { expiresAt: 1 }, name: 'expiresAt_ttl', expireAfterSeconds: 0 };
     expect(indexSpecs()).toEqual([
-      { kind: 'kv', collection: 'workflow_state', indexes: [ttl] },
+      { kind: 'kv', collection: 'workflow_state', indexes: [{ key: { updatedAt: -1, _id: 1 }, name: 'updatedAt_-1__id_1' }, ttl] },
       { kind: 'snapshots', collection: 'awaitly_snapshots', indexes: [{ key: { ns: 1, updatedAt: -1, _id: 1 }, name: 'ns_1_updatedAt_-1__id_1' }, ttl] },
       { kind: 'workflowLocks', collection: 'awaitly_workflow_locks', indexes: [] },
       { kind: 'locks', collection: 'stowage_locks', indexes: [] },
@@ -147,6 +148,51 @@ describeEachServer(servers, 'schema and persistence on the server', (s) => {
     expect(await s.admin.db(database).collection('custom_state').countDocuments({ _id: 'myapp:wf' as never })).toBe(1);
     await custom.close();
     await s.admin.db(database).dropDatabase().catch(() => undefined); // jongodb has no dropDatabase
+  });
+
+  it('createMongoPersistence lists newest first, a page at a time: list and listPage read the page (and one more), awaitly\'s documents without updatedAt last', async () => {
+    // Before: every document under the prefix was read and sorted in the process, for a page of 10.
+    const client = await new MongoClient(s.url, { monitorCommands: true }).connect();
+    const commands = recordCommands(client);
+    try {
+      const collection = uniqueName('persist_pages');
+      const persistence = await createMongoPersistence({ client, database: s.database, collection });
+      const value = JSON.stringify({ formatVersion: 1, steps: {}, execution: { status: 'running', lastUpdated: 'now' } });
+      const start = Date.UTC(2025, 0, 1);
+      // Written by stowage, four at each time (ties go by id); then awaitly's own documents, without
+      // version or updatedAt, and two whose updatedAt is no date after the epoch: all read as written at the epoch.
+      const dated = Array.from({ length: 200 }, (_, i) => ({ id: `w${String(i).padStart(3, '0')}`, at: new Date(start + Math.floor((i * 7) % 200 / 4) * 1000) }));
+      const undated = Array.from({ length: 30 }, (_, i) => ({ id: `legacy${String(i).padStart(2, '0')}`, at: new Date(0) }));
+      await db().collection(collection).insertMany([
+        ...dated.map(({ id, at }) => ({ _id: `workflow:state:${id}`, value, version: 1, updatedAt: at })),
+        ...undated.map(({ id }, i) => ({ _id: `workflow:state:${id}`, value, ...(i === 7 && { updatedAt: 'yesterday' }), ...(i === 11 && { updatedAt: new Date(-86_400_000) }) })),
+        { _id: 'workflow:state:deleted', version: 2, updatedAt: new Date(start + 999_000), expiresAt: new Date(start) }, // a tombstone
+        { _id: 'workflow:statf', value, version: 1, updatedAt: new Date(start + 999_000) }, // past the prefix
+      ] as never[]);
+      const expected = [...dated, ...undated]
+        .sort((a, b) => b.at.getTime() - a.at.getTime() || compareKeys(a.id, b.id))
+        .map(({ id, at }) => ({ id, updatedAt: at.toISOString() }));
+
+      // A page reads its documents and one more (how the kit tells whether there is a next page).
+      commands.reset();
+      expect(await persistence.list({ limit: 10 })).toEqual(expected.slice(0, 10));
+      expect(commands.documents()).toBeLessThanOrEqual(11);
+      const listed: unknown[] = [];
+      for (let cursor: string | null = null, page = 1; ; page++) {
+        commands.reset();
+        const { items, nextCursor }: { items: unknown[]; nextCursor: string | null } = await persistence.listPage({ limit: 7, ...(cursor !== null && { cursor }) });
+        expect(commands.documents(), `page ${page}`).toBeLessThanOrEqual(8);
+        listed.push(...items);
+        if (nextCursor === null) break;
+        cursor = nextCursor;
+      }
+      expect(listed).toEqual(expected);
+      expect(await persistence.list({ prefix: 'legacy1', limit: 5 })).toEqual(expected.filter((item) => item.id.startsWith('legacy1')).slice(0, 5));
+      await persistence.close();
+    } finally {
+      commands.stop();
+      await client.close();
+    }
   });
 
   it('mongo(url) is a snapshot store; with lock it is also a WorkflowLock on server-clock leases', async () => {

@@ -3,7 +3,7 @@ import { effectiveCircuitState, type Lease, type MeasuredClock } from '@stowage/
 import type { AnyBulkWriteOperation, ClientSession, Collection, Document, Filter } from 'mongodb';
 import type { CircuitDocument, IdempotencyDocument, KeyValueDocument, LockDocument } from '../documents.js';
 import type { ProcessVersionDocument } from '../process/documents.js';
-import { isDuplicateKeyError, writeErrorsOf } from '../errors.js';
+import { isDuplicateKeyError, statementsToRetry } from '../errors.js';
 import { ServerClock } from './clock.js';
 import {
   TOMBSTONE_GRACE,
@@ -104,8 +104,10 @@ export class ClassicDialect extends ServerClock implements MongoDialect {
   /**
    * One `update` command; each statement writes only if the stored version is below its
    * candidate. A statement that found it otherwise (its upsert then collides on `_id`) is
-   * written again on its own with {@link writeValue}. In a transaction, where such a collision
-   * would abort it, the stored versions are read first (one `find`), then written above them.
+   * written again on its own with {@link writeValue}; so is every statement where the server
+   * does not say which collided (see `statementsToRetry`). In a transaction, where such a
+   * collision would abort it, the stored versions are read first (one `find`), then written
+   * above them.
    */
   async writeValues(collection: Collection<KeyValueDocument>, writes: readonly ValueWrite[], session?: ClientSession): Promise<void> {
     if (session) return this.#writeInTransaction(collection, writes, session);
@@ -119,9 +121,9 @@ export class ClassicDialect extends ServerClock implements MongoDialect {
     try {
       await collection.bulkWrite(operations, { ordered: false });
     } catch (error) {
-      const failed = writeErrorsOf(error);
-      if (failed.length === 0 || failed.some((writeError) => writeError.code !== 11000)) throw error;
-      for (const { index } of failed) await this.writeValue(collection, writes[index]!);
+      const retry = statementsToRetry(error, writes.length);
+      if (retry === null) throw error;
+      for (const index of retry) await this.writeValue(collection, writes[index]!);
     }
   }
 

@@ -4,9 +4,9 @@ import type { AnyBulkWriteOperation, Collection } from 'mongodb';
 import { StoreConnection } from '../connection.js';
 import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
 import type { CacheDocument } from '../documents.js';
-import { upsertById, writeErrorsOf } from '../errors.js';
+import { upsertById, statementsToRetry } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
-import { globFilter, idsStartingWith, namespaceStart, readLive } from './values.js';
+import { findMatching, idsStartingWith, namespaceStart, readLive } from './values.js';
 
 export interface MongoCacheProviderOptions extends MongoStoreOptions, CacheOptions {
   /** Send concurrent `get` and `set` calls of one tick as one command each (default true). */
@@ -79,7 +79,7 @@ export class MongoCacheProvider extends CacheProviderBase {
     await upsertById(() => collection.updateOne({ _id: this.#start + key }, update, { upsert: true }));
   }
 
-  /** One `update` command; a statement that lost an insert race (see `upsertById`) is run again on its own. */
+  /** One `update` command; a statement that lost an insert race (see `upsertById`) is run again on its own (see `statementsToRetry`). */
   protected override async _setMany(writes: readonly CacheWrite[]): Promise<void> {
     const { collection, dialect } = await this.#use();
     const statements = writes.map(({ key, text, ttl }) => ({ filter: { _id: this.#start + key }, update: dialect.setExpiring({ value: text }, ttl) }));
@@ -87,9 +87,9 @@ export class MongoCacheProvider extends CacheProviderBase {
     try {
       await collection.bulkWrite(operations, { ordered: false });
     } catch (error) {
-      const failed = writeErrorsOf(error);
-      if (failed.length === 0 || failed.some((writeError) => writeError.code !== 11000)) throw error;
-      await Promise.all(failed.map(({ index }) => collection.updateOne(statements[index]!.filter, statements[index]!.update)));
+      const retry = statementsToRetry(error, statements.length);
+      if (retry === null) throw error;
+      await Promise.all(retry.map((index) => upsertById(() => collection.updateOne(statements[index]!.filter, statements[index]!.update, { upsert: true }))));
     }
   }
 
@@ -110,18 +110,14 @@ export class MongoCacheProvider extends CacheProviderBase {
 
   protected async _keys(glob: Glob): Promise<string[]> {
     const { collection, dialect } = await this.#use();
-    const documents = await collection.find({ ...globFilter(glob, this.#start), ...dialect.liveValues() }, { projection: { _id: 1 } }).toArray();
+    const documents = await findMatching(collection, glob, this.#start, dialect.liveValues(), { _id: 1 });
     return documents.map((document) => document._id.slice(this.#start.length)).sort(compareKeys);
   }
 
-  /** One page in `_id` order: an index range after `after`. */
+  /** One page in `_id` order after `after` (see `findMatching`). */
   protected override async _keysPage(glob: Glob, after: string | null, limit: number): Promise<string[]> {
     const { collection, dialect } = await this.#use();
-    const documents = await collection
-      .find({ ...globFilter(glob, this.#start, after), ...dialect.liveValues() }, { projection: { _id: 1 } })
-      .sort({ _id: 1 })
-      .limit(limit)
-      .toArray();
+    const documents = await findMatching(collection, glob, this.#start, dialect.liveValues(), { _id: 1 }, { after, limit });
     return documents.map((document) => document._id.slice(this.#start.length));
   }
 

@@ -1,11 +1,11 @@
 import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
 import { KeyValueStoreBase, compareKeys, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
-import type { ClientSession, Collection } from 'mongodb';
+import type { ClientSession, Collection, Document } from 'mongodb';
 import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
 import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
 import { lastWritten, type KeyValueDocument } from '../documents.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
-import { compareAndSetValue, globFilter, readLive } from './values.js';
+import { compareAndSetValue, findMatching, idsStartingWith, readLive } from './values.js';
 
 export interface MongoKeyValueStoreOptions extends MongoStoreOptions, KeyValueStoreBaseOptions {}
 
@@ -115,19 +115,50 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
 
   protected async _entries(glob: Glob): Promise<KeyValueEntryInfo[]> {
     const { collection, dialect } = await this.#use();
-    const documents = await collection.find({ ...globFilter(glob, ''), ...dialect.liveValues() }, { projection: { value: 0 } }).toArray();
+    const documents = await findMatching(collection, glob, '', dialect.liveValues(), { value: 0 });
     return documents.map((document) => ({ key: document._id, ...entryInfo(document) })).sort((a, b) => compareKeys(a.key, b.key));
   }
 
-  /** One page in `_id` order: an index range after `after`. */
+  /** One page in `_id` order after `after` (see `findMatching`). */
   protected override async _entriesPage(glob: Glob, after: string | null, limit: number): Promise<KeyValueEntryInfo[]> {
     const { collection, dialect } = await this.#use();
-    const documents = await collection
-      .find({ ...globFilter(glob, '', after), ...dialect.liveValues() }, { projection: { value: 0 } })
-      .sort({ _id: 1 })
-      .limit(limit)
-      .toArray();
+    const documents = await findMatching(collection, glob, '', dialect.liveValues(), { value: 0 }, { after, limit });
     return documents.map((document) => ({ key: document._id, ...entryInfo(document) }));
+  }
+
+  /**
+   * Up to `limit` live entries under `prefix`, newest first, ties by key, after `after`
+   * (createStatePersistence's `list`): sorted and limited by the server, on the
+   * `{ updatedAt: -1, _id: 1 }` index, so a page costs in proportion to it. An entry reads as
+   * written at the epoch when its `updatedAt` is not a date after it (`lastWritten`: awaitly's
+   * own documents have none), and such entries come last, by key. MongoDB sorts them below
+   * every date but by type and value (a missing field as `null`), not by key, so they are read
+   * by a second `find`, in `_id` order, which only the page that gets past the dated entries sends.
+   */
+  protected override async _recentEntries(prefix: string, after: { updatedAt: Date; key: string } | null, limit: number): Promise<KeyValueEntryInfo[]> {
+    const { collection, dialect } = await this.#use();
+    const range = idsStartingWith(prefix);
+    const projection = { value: 0 };
+    const entries: KeyValueEntryInfo[] = [];
+    const toInfo = (document: KeyValueDocument) => ({ key: document._id, ...entryInfo(document) });
+    const cursorTime = after?.updatedAt.getTime() ?? Infinity;
+    if (cursorTime > 0) {
+      const dated: Document = { $gt: EPOCH };
+      if (after !== null) dated.$lte = after.updatedAt;
+      const filter: Document = { ...range, ...dialect.liveValues(), updatedAt: dated };
+      // Past the cursor: older, or as old with a greater key (`$and`: the dialect's filter may have an `$or`).
+      if (after !== null) filter.$and = [{ $or: [{ updatedAt: { $lt: after.updatedAt } }, { _id: { $gt: after.key } }] }];
+      const documents = await collection.find(filter, { projection }).sort({ updatedAt: -1, _id: 1 }).limit(limit).toArray();
+      entries.push(...documents.map(toInfo));
+    }
+    if (entries.length < limit && cursorTime >= 0) {
+      const ids: Document = { ...(range._id as Document | undefined) };
+      if (cursorTime === 0) ids.$gt = after!.key;
+      const filter: Document = { ...(Object.keys(ids).length > 0 && { _id: ids }), ...dialect.liveValues(), updatedAt: { $not: { $gt: EPOCH } } };
+      const documents = await collection.find(filter, { projection }).sort({ _id: 1 }).limit(limit - entries.length).toArray();
+      entries.push(...documents.map(toInfo));
+    }
+    return entries;
   }
 
   protected async _compareAndSet(key: string, value: string, expectedVersion: number | null, ttl: number | undefined): Promise<number | null> {
@@ -146,6 +177,9 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
     return { collection: ready.collection<KeyValueDocument>('kv'), dialect: ready.dialect, session: ready.session };
   }
 }
+
+/** Entries written before this time (or without a date) read as written at it (`lastWritten`). */
+const EPOCH = new Date(0);
 
 /** Version and times of a key-value document; one written by awaitly's own persistence has neither and reads as version 1 at the epoch. */
 export function entryInfo(document: KeyValueDocument): Omit<KeyValueEntryInfo, 'key'> {

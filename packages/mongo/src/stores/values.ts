@@ -1,4 +1,4 @@
-import { globToRegexSource, type Glob } from '@stowage/core/adapter';
+import { escapeRegex, type Glob } from '@stowage/core/adapter';
 import type { ClientSession, Collection, Document, Filter, UpdateResult } from 'mongodb';
 import type { MongoDialect, ValueWrite } from '../dialects/dialect.js';
 import type { KeyValueDocument } from '../documents.js';
@@ -6,7 +6,7 @@ import { isDuplicateKeyError } from '../errors.js';
 
 /*
  * What the stores of value documents (key-value, snapshots, cache, idempotency) share: point
- * reads, compare-and-set, and `_id`s and filters of namespaces and globs.
+ * reads, compare-and-set, `_id`s of namespaces, and listings by glob.
  */
 
 /** The document with this `_id` if it is live, else `null` (projection: inclusion). */
@@ -90,17 +90,64 @@ export function idsStartingWith(start: string): Document {
 }
 
 /**
- * `_id` filter for the keys matching `glob` under `start` (`''` for a store without
- * namespaces), after the key `after` when given: an equality for a glob without wildcards,
- * else the index range of its literal start, narrowed by an anchored, escaped regular
- * expression unless the glob is that start followed by `*`.
+ * How a listing finds the keys matching `glob` under `start` (`''` for a store without
+ * namespaces), after the key `after` when given: the `_id` filter to send, and whether the
+ * server's answer is `exact` (else the store tests each key with `glob.matches`).
+ *
+ * The filter is an equality for a glob without wildcards, else the index range of its literal
+ * start, which is exact for that start followed by one `*`. Any other glob is decided by
+ * `glob.matches` (O(key × pattern), `globMatcher` in @stowage/core), never by the server's
+ * regular expressions: a backtracking engine (MongoDB's PCRE, jongodb's) tries every way of
+ * splitting a key between the `*`s of an anchored expression (`*a*a*a*a*a*a*a*b` against one
+ * key of fifty `a`s: no answer from jongodb in 30 s, the whole server stuck on it), FerretDB's
+ * RE2 took 10 to 20 s for one long pattern over 2,000 keys of 1 KB, and MongoDB refuses an
+ * expression over 16 KiB. The server only narrows the range with the longest literal after the first wildcard
+ * (its first {@link MAX_SEARCHED_LITERAL} characters): an unanchored escaped expression, which
+ * every engine runs as a plain substring search.
  */
-export function globFilter(glob: Glob, start: string, after: string | null = null): Document {
+export function globQuery(glob: Glob, start: string, after: string | null = null): { filter: Document; exact: boolean } {
   const bounds: Document = glob.isLiteral ? { $eq: start + glob.prefix } : { ...idsStartingWith(start + glob.prefix)._id };
-  const onlyTrailingRun = glob.tokens.length === (glob.prefix === '' ? 1 : 2) && glob.tokens.at(-1)!.kind === 'anyRun';
-  if (!glob.isLiteral && !onlyTrailingRun) bounds.$regex = globToRegexSource(glob.pattern, 'pcre', start);
+  const rest = glob.tokens.slice(glob.prefix === '' ? 0 : 1); // what follows the literal start
+  const exact = glob.isLiteral || (rest.length === 1 && rest[0]!.kind === 'anyRun');
+  if (!exact) {
+    const longest = rest.reduce((best, token) => (token.kind === 'literal' && token.text.length > best.length ? token.text : best), '');
+    // Cut at a code point: half a surrogate pair would reach the server as U+FFFD and find nothing.
+    if (longest !== '') bounds.$regex = escapeRegex(Array.from(longest).slice(0, MAX_SEARCHED_LITERAL).join(''));
+  }
   if (after !== null) bounds.$gt = start + after;
-  return Object.keys(bounds).length === 0 ? {} : { _id: bounds };
+  return { filter: Object.keys(bounds).length === 0 ? {} : { _id: bounds }, exact };
+}
+
+/** Characters of a literal the server searches for: escaped, at most 4 bytes each, far below MongoDB's 16 KiB limit on an expression. */
+const MAX_SEARCHED_LITERAL = 1000;
+
+/**
+ * The documents (with `projection`) whose key, the `_id` after `start`, matches `glob` and
+ * that are `live` (the dialect's filter). Without `page`: all of them, in no order. With
+ * `page`: the first `limit` after the key `after`, in `_id` order (a scan's page). Where the
+ * server's filter is exact (see {@link globQuery}) that is one `find` with a sort and a limit;
+ * where the store decides the match, one cursor in `_id` order read a batch at a time until the
+ * page is full or the range ends, so a page costs what it reads.
+ */
+export async function findMatching<TDocument extends { _id: string }>(
+  collection: Collection<TDocument>,
+  glob: Glob,
+  start: string,
+  live: Document,
+  projection: Document,
+  page?: { after: string | null; limit: number },
+): Promise<TDocument[]> {
+  const { filter, exact } = globQuery(glob, start, page?.after ?? null);
+  const cursor = collection.find({ ...filter, ...live } as Filter<TDocument>, { projection });
+  const matches = (document: TDocument) => exact || glob.matches(document._id.slice(start.length));
+  if (page === undefined) return ((await cursor.toArray()) as TDocument[]).filter(matches);
+  if (exact) return (await cursor.sort({ _id: 1 }).limit(page.limit).toArray()) as TDocument[];
+  const found: TDocument[] = [];
+  // Batches of the page's size (100 at least: a batch is a round trip); leaving the loop closes the cursor.
+  for await (const document of cursor.sort({ _id: 1 }).batchSize(Math.max(page.limit, 100))) {
+    if (matches(document as TDocument) && found.push(document as TDocument) === page.limit) break;
+  }
+  return found;
 }
 
 /**
