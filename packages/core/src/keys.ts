@@ -53,10 +53,6 @@ export function assertValidStringValue(value: unknown, what = 'value'): asserts 
  */
 export const MAX_DURATION_MS = 100 * 365.25 * 24 * 60 * 60 * 1000;
 
-/**
- * Throws `E_INVALID_OPTION` unless `ms` is a positive integer number of milliseconds, at most
- * {@link MAX_DURATION_MS}. Durations are milliseconds everywhere in stowage.
- */
 /** An owner token: stored as it is (PostgreSQL `text` holds no U+0000), so any other string up to 256 characters. */
 export function assertValidOwner(owner: unknown, what = 'owner'): asserts owner is string {
   if (typeof owner !== 'string' || owner.length === 0 || owner.length > 256 || !owner.isWellFormed() || owner.includes('\0')) {
@@ -64,6 +60,10 @@ export function assertValidOwner(owner: unknown, what = 'owner'): asserts owner 
   }
 }
 
+/**
+ * Throws `E_INVALID_OPTION` unless `ms` is a positive integer number of milliseconds, at most
+ * {@link MAX_DURATION_MS}. Durations are milliseconds everywhere in stowage.
+ */
 export function assertValidDuration(ms: unknown, what = 'ttl'): asserts ms is number {
   if (typeof ms !== 'number' || !Number.isSafeInteger(ms) || ms <= 0 || ms > MAX_DURATION_MS) {
     throw new StowageError(

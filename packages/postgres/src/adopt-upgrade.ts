@@ -243,7 +243,7 @@ async function whileBuildingIndex(connection: PostgresConnection, table: TableNa
 /**
  * Builds an index with `CREATE [UNIQUE] INDEX CONCURRENTLY` (`create`) unless a valid one of that
  * name exists. Another process may be building it at the same moment: its build shows in
- * `pg_stat_progress_create_index` and is waited for. An invalid index nobody builds is what an
+ * `pg_stat_progress_create_index` and is waited for. An invalid index no build holds is what an
  * interrupted build leaves (a crash, or a build cancelled by a deadlock): it is dropped (a
  * catalog change: the index is empty of meaning) and built again.
  */
@@ -268,11 +268,14 @@ async function buildIndexConcurrently(connection: PostgresConnection, table: Tab
     } else if (found.building) {
       await sleep(200);
     } else {
-      // Checked and dropped in one transaction: never an index that became valid (or was built
-      // again under the same name) since the look above.
+      // Checked and dropped in one transaction, the check made under the table's SHARE UPDATE
+      // EXCLUSIVE lock, which every CREATE INDEX CONCURRENTLY on it holds from start to end (and
+      // vacuum and analyze too): an index still invalid then is one whose build is over. A look
+      // at the progress view instead would come before the DROP waits for its lock, and a
+      // build could end in between (the DROP then fails with "tuple concurrently updated").
       await ddl(connection, table, [
-        `IF EXISTS (SELECT 1 FROM pg_index x WHERE x.indexrelid = to_regclass('${qualified}') AND NOT x.indisvalid)
-        AND NOT EXISTS (SELECT 1 FROM pg_stat_progress_create_index p WHERE p.index_relid = to_regclass('${qualified}')) THEN
+        `LOCK TABLE ${table.sql} IN SHARE UPDATE EXCLUSIVE MODE;`,
+        `IF EXISTS (SELECT 1 FROM pg_index x WHERE x.indexrelid = to_regclass('${qualified}') AND NOT x.indisvalid) THEN
       DROP INDEX ${qualified};
     END IF;`,
       ]);

@@ -38,6 +38,25 @@ async function listenerPid(applicationName: string): Promise<number | undefined>
 }
 
 /**
+ * Runs `test/support/<name>` in a child process on fresh tables and returns what it printed,
+ * after checking it exited by itself with 0 (if it hangs, the test's own timeout fails it).
+ */
+async function runWorker(name: string): Promise<string> {
+  const worker = fileURLToPath(new URL(`./support/${name}`, import.meta.url));
+  const child = spawn(process.execPath, [worker], {
+    env: { ...process.env, STOWAGE_WORKER_URL: url, STOWAGE_WORKER_TABLES: JSON.stringify(freshTables()) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  expect(code, stderr).toBe(0);
+  return stdout;
+}
+
+/**
  * A waiting acquisition that can only be woken by a NOTIFY: its poll interval is longer than
  * the test. Resolves to the handle once the holder releases.
  */
@@ -246,20 +265,8 @@ describeServer('connections', () => {
   });
 
   test('a pool its owner ends under live stores: queued calls and a waiting acquisition fail with E_UNAVAILABLE, and the process exits by itself', async () => {
-    const tables = freshTables();
-    const worker = fileURLToPath(new URL('./support/pool-ended-worker.ts', import.meta.url));
-    const child = spawn(process.execPath, [worker], {
-      env: { ...process.env, STOWAGE_WORKER_URL: url, STOWAGE_WORKER_TABLES: JSON.stringify(tables) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    // The child never calls close(): it must exit once the pool is ended. If it hangs, the
-    // test's own timeout ends it (and the test fails).
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    expect(code, stderr).toBe(0);
+    // The child never calls close(): it must exit once the pool is ended.
+    const stdout = await runWorker('pool-ended-worker.ts');
     const report = JSON.parse(stdout.trim()) as { writes: string[]; acquire: string; wakeups: boolean };
     expect(report.wakeups, 'the LISTEN connection was open').toBe(true);
     expect(report.acquire).toBe('E_UNAVAILABLE');
@@ -302,18 +309,7 @@ describeServer('connections', () => {
   });
 
   test('awaited ready() and close() keep the process alive until they settle, also when the pool lets it exit while idle', async () => {
-    const tables = freshTables();
-    const worker = fileURLToPath(new URL('./support/listen-exit-worker.ts', import.meta.url));
-    const child = spawn(process.execPath, [worker], {
-      env: { ...process.env, STOWAGE_WORKER_URL: url, STOWAGE_WORKER_TABLES: JSON.stringify(tables) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk) => (stdout += chunk));
-    child.stderr.on('data', (chunk) => (stderr += chunk));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
-    expect(code, stderr).toBe(0);
+    const stdout = await runWorker('listen-exit-worker.ts');
     expect(stdout.trim(), 'the process exited in the middle of an awaited call').not.toBe('');
     expect(JSON.parse(stdout.trim())).toEqual({ ready: true, wakeups: true, closed: true });
   });

@@ -80,7 +80,6 @@ export function assertValidPrefix(prefix: unknown, what = 'prefix'): asserts pre
   }
 }
 
-/** Throws `E_INVALID_OPTION` unless `value` is a boolean or `undefined`; returns it or `fallback`. */
 /** 0001-01-01 and 9999-12-31T23:59:59.999Z, in epoch ms. */
 const FIRST_STORABLE_TIME = -62_135_596_800_000;
 const LAST_STORABLE_TIME = 253_402_300_799_999;
@@ -97,6 +96,7 @@ export function isStorableTime(date: unknown): date is Date {
   return ms >= FIRST_STORABLE_TIME && ms <= LAST_STORABLE_TIME;
 }
 
+/** Throws `E_INVALID_OPTION` unless `value` is a boolean or `undefined`; returns it or `fallback`. */
 export function booleanOption(value: unknown, what: string, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') throw new StowageError('E_INVALID_OPTION', `${what} must be a boolean, got ${describeType(value)}`);
