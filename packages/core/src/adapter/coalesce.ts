@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers';
 import { batchChannel, type BatchMessage, type StoreIdentity } from '../diagnostics.js';
 import { isStowageError } from '../errors.js';
 
@@ -19,10 +20,13 @@ export interface CoalescedOperation<TInput, TOutput> {
 
 /**
  * Point operations that arrive in the same tick go out as one statement per kind (for the
- * kinds that have a batch statement). Calls
- * collected while the current synchronous run lasts are flushed in a microtask: a lone call
- * goes out alone as its single statement (a microtask later, no timer), several of a kind go
- * out as one batch.
+ * kinds that have a batch statement). A tick is one turn of the event loop: the calls are
+ * flushed on `setImmediate`, after every I/O callback of that turn ran. A server's requests
+ * and the driver's replies each arrive in a callback of their own, and Node empties the
+ * microtask queue after each one, so a microtask flush would see one call at a time under
+ * real traffic (a mean batch of 1.00 at any request rate); a turn's worth of callbacks
+ * shares a statement instead. A lone call goes out alone as its single statement, one turn
+ * later (no timer); several of a kind go out as one batch.
  *
  * Each caller gets the outcome it would have had alone, as if the calls of the tick had run
  * one after the other in the order they were made: calls of different kinds on one key (a
@@ -54,7 +58,7 @@ export class Coalescer {
       new Promise<TOutput>((resolve, reject) => {
         if (this.#pending === undefined) {
           this.#pending = [];
-          queueMicrotask(() => this.#flush());
+          setImmediate(() => void this.#flush());
         }
         this.#pending.push({ operation, input, resolve, reject } as Call);
       });
