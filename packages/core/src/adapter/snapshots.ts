@@ -15,7 +15,7 @@ import {
   type WorkflowSnapshot,
 } from '../contracts/snapshots.js';
 import { StowageError } from '../errors.js';
-import { decodeValue, jsonCodec } from '../json.js';
+import { decodeValue, jsonCodec, stringifyLikeJson } from '../json.js';
 import { assertValidDuration, assertValidKey, assertValidOwner, compareKeys, describeType } from '../keys.js';
 import { newOwnerToken, type LeaseDriver } from './lock-support.js';
 import { deserializeResumeState, isResumeState, isSerializedResumeState, serializeResumeState } from './resume-state.js';
@@ -214,14 +214,27 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
 }
 
 /**
- * JSON text of a snapshot; `E_INVALID_VALUE` unless it is a plain object strict JSON keeps
- * exactly. An awaitly `ResumeState` is stored in awaitly's JSON form.
+ * JSON text of a snapshot, as awaitly's own adapters store it: `JSON.stringify` (see
+ * {@link stringifyLikeJson}: a step that returned `undefined`, an object with an `undefined`
+ * member, a `Date` or `NaN` is saved, as JSON keeps it), never refused for what is inside.
+ * awaitly's `durable.run` swallows a failed save (`persist_error`), so a refusal here would
+ * silently re-run completed steps after a crash. An awaitly `ResumeState` is stored in
+ * awaitly's JSON form. Only a snapshot that is not an object is `E_INVALID_VALUE`.
  */
 export function encodeSnapshot(snapshot: unknown): string {
   if (snapshot === null || typeof snapshot !== 'object' || Array.isArray(snapshot)) {
     throw new StowageError('E_INVALID_VALUE', `snapshot must be an object, got ${describeType(snapshot)}`);
   }
-  return jsonCodec.encode(isResumeState(snapshot) ? serializeResumeState(snapshot) : snapshot);
+  let text: string | undefined;
+  try {
+    text = stringifyLikeJson(isResumeState(snapshot) ? serializeResumeState(snapshot) : snapshot);
+  } catch (error) {
+    throw new StowageError('E_INVALID_VALUE', 'snapshot could not be encoded (a toJSON method threw)', { cause: error });
+  }
+  if (text === undefined || !text.startsWith('{')) {
+    throw new StowageError('E_INVALID_VALUE', 'snapshot must encode as a JSON object (its toJSON returned something else)');
+  }
+  return text;
 }
 
 /** Validated list options; every snapshot store uses these so they agree on limits and cursors. */
