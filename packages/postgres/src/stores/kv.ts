@@ -3,7 +3,7 @@ import { KeyValueStoreBase, type Glob, type KeyValueStoreBaseOptions, type KeyVa
 import { plannedEachCall } from '../connection.js';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
 import { toStowageError } from '../errors.js';
-import { decodeText, encodeText } from '../key-encoding.js';
+import { decodeText, encodeText, valuesInOrder } from '../key-encoding.js';
 import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
 import type { TableName } from '../schema.js';
 import {
@@ -72,8 +72,9 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
   }
 
   protected async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
-    const { rows } = await this.#db.run(this.#sql.getMany, [keys.map(encodeText)]);
-    return rows.map((row: { value: string | null }) => (row.value === null ? null : decodeText(row.value)));
+    const stored = keys.map(encodeText);
+    const { rows } = await this.#db.run(this.#sql.getMany, [stored]);
+    return valuesInOrder(stored, rows);
   }
 
   protected override async _set(key: string, value: string, ttl: number | undefined): Promise<void> {
@@ -111,8 +112,10 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
 
   /** Concurrent `exists` calls, coalesced by the kit: one read of all their keys. */
   protected override async _existsMany(keys: readonly string[]): Promise<boolean[]> {
-    const { rows } = await this.#db.run(this.#sql.existsMany, [keys.map(encodeText)]);
-    return rows.map((row: { live: boolean }) => row.live);
+    const stored = keys.map(encodeText);
+    const { rows } = await this.#db.run(this.#sql.existsMany, [stored]);
+    const live = new Set(rows.map((row: { key: string }) => row.key));
+    return stored.map((key) => live.has(key));
   }
 
   protected async _getEntry(key: string): Promise<KeyValueEntry | null> {
@@ -211,10 +214,10 @@ export function keyValueStatements(table: TableName) {
       )`;
   return {
     get: `SELECT value FROM ${t} WHERE key = $1 AND ${LIVE}`,
-    // One row per requested key, in request order (NULL when absent or expired).
-    getMany: `SELECT e.value FROM unnest($1::text[]) WITH ORDINALITY AS k(key, position)
-      LEFT JOIN ${t} AS e ON e.key = k.key AND ${LIVE}
-      ORDER BY k.position`,
+    // The live rows of the requested keys, in no order: the store puts them in request order.
+    // An index probe per key, with no join and no sort in the server (a unnest … WITH ORDINALITY
+    // LEFT JOIN … ORDER BY cost getMany(1,000) a fifth of its time against this statement).
+    getMany: `SELECT key, value FROM ${t} WHERE key = ANY($1::text[]) AND ${LIVE}`,
     set: upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, now() + ${msInterval('$3')})`),
     // Rows are inserted (and existing ones locked) in key order: two batches over the same keys cannot deadlock.
     setMany: upsert(`SELECT w.key, w.value, ${version}, ${NOW_MS}, now() + ${msInterval('w.ttl')}
@@ -227,10 +230,8 @@ export function keyValueStatements(table: TableName) {
     deleteEach: `${removeLocked}
       SELECT key FROM removed WHERE live`,
     exists: `SELECT 1 FROM ${t} WHERE key = $1 AND ${LIVE}`,
-    // One row per requested key, in request order.
-    existsMany: `SELECT e.key IS NOT NULL AS live FROM unnest($1::text[]) WITH ORDINALITY AS k(key, position)
-      LEFT JOIN ${t} AS e ON e.key = k.key AND ${LIVE}
-      ORDER BY k.position`,
+    // The live keys among the requested ones (see getMany).
+    existsMany: `SELECT key FROM ${t} WHERE key = ANY($1::text[]) AND ${LIVE}`,
     getEntry: `SELECT key, value, version, ${times} FROM ${t} WHERE key = $1 AND ${LIVE}`,
     keys: `SELECT key FROM ${t} WHERE ${match} ORDER BY key`,
     keysInRange: `SELECT key FROM ${t} WHERE ${range} AND ${match} ORDER BY key`,
