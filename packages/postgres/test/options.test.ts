@@ -67,6 +67,9 @@ describe('options every store reads the same way', () => {
       { table: 'bad name' },
       { table: 'pg_class' }, // unqualified, it would be the system catalog
       { listenUrl: '' },
+      { maxWaiting: -1 },
+      { maxWaiting: 1.5 },
+      { maxWaiting: '10' },
     ]) {
       expect(() => stores.kv(options), JSON.stringify(options)).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
     }
