@@ -24,12 +24,16 @@ export interface DriverResult {
   sent: number;
   answered: number;
   errors: number;
+  /** Answered 503: refused by the service (its store failed fast, see `maxWaiting`). */
+  refused: number;
   unanswered: number;
   /** Answers per second over the sending window. */
   achieved: number;
   /** Latency percentiles from the scheduled send time, ms; `null` when unanswered requests reach it (infinite). */
   p50: number | null;
   p99: number | null;
+  /** p99 of the requests answered 200 only. */
+  admittedP99: number | null;
 }
 
 const GRACE_MS = 2_000;
@@ -40,6 +44,8 @@ async function drive(config: DriverConfig): Promise<DriverResult> {
   let sent = 0;
   let answered = 0;
   let errors = 0;
+  let refused = 0;
+  const admitted: number[] = [];
   const start = performance.now();
   const end = start + config.durationMs;
   let next = start;
@@ -55,7 +61,11 @@ async function drive(config: DriverConfig): Promise<DriverResult> {
           if (response.statusCode === 200) {
             answered++;
             latencies.push(performance.now() - scheduled);
-          } else errors++;
+            admitted.push(performance.now() - scheduled);
+          } else {
+            errors++;
+            if (response.statusCode === 503) refused++;
+          }
           resolve();
         });
       });
@@ -90,10 +100,12 @@ async function drive(config: DriverConfig): Promise<DriverResult> {
     sent,
     answered,
     errors,
+    refused,
     unanswered,
     achieved: (answered * 1000) / window,
     p50: finite(percentile(latencies, 50)),
     p99: finite(percentile(latencies, 99)),
+    admittedP99: admitted.length === 0 ? null : percentile(admitted, 99),
   };
 }
 

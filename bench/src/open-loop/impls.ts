@@ -23,6 +23,8 @@ export interface ServiceConfig {
   poolSize: number;
   /** Keys 1…rows exist in the anchor tables (keyv gets them seeded in its own table). */
   rows: number;
+  /** stowage on PostgreSQL: its stores' `maxWaiting` (fail fast past saturation). */
+  maxWaiting?: number;
 }
 
 export type Route = (key: string) => Promise<string>;
@@ -53,7 +55,7 @@ export async function routesFor(config: ServiceConfig, onStatement: () => void):
   const end = async (): Promise<void> => void (await pool.end());
   switch (config.impl) {
     case 'stowage': {
-      const shared = { pool, schema: config.namespace, cleanupInterval: false } as const;
+      const shared = { pool, schema: config.namespace, cleanupInterval: false, maxWaiting: config.maxWaiting } as const;
       const kv = new PostgresKeyValueStore({ ...shared, table: ANCHOR_TABLES.kv });
       const cache = new PostgresCacheProvider({ ...shared, table: ANCHOR_TABLES.cache, prefix: ANCHOR_CACHE_PREFIX });
       await kv.ready();

@@ -174,7 +174,9 @@ export function openLoopSection(setup: OpenLoopSetup): Section {
         await mkdir(config.outDir, { recursive: true });
         const chart = path.join(config.outDir, `open-loop-${setup.id}.svg`);
         await writeFile(chart, renderOpenLoopChart(setup, points, HELD_P99_MS));
-        return [...setup.routes.map((route) => routeTable(setup, route, points)), summaryTable(setup, points, chart)];
+        const tables = [...setup.routes.map((route) => routeTable(setup, route, points)), summaryTable(setup, points, chart)];
+        if (setup.backend === 'postgres') tables.push(await pastSaturation(setup, points, services.get('stowage')!, log));
+        return tables;
       } finally {
         await Promise.all([...services.values()].map((service) => service.stop()));
       }
@@ -239,4 +241,42 @@ function summaryTable(setup: OpenLoopSetup, points: Point[], chart: string): Sec
     rows,
     notes: [`chart of p99 against the offered rate: ${chart}`],
   };
+}
+
+/**
+ * Past saturation, the kv.get route at 1.5× the rate stowage holds: unbounded, every request
+ * queues for the pool and all of them wait; with `maxWaiting` (the pool's size), the excess is
+ * refused at once (503) and the requests let in keep their latency.
+ */
+async function pastSaturation(setup: OpenLoopSetup, points: Point[], unbounded: Service, log: (line: string) => void): Promise<SectionTable> {
+  const rate = Math.round((1.5 * heldRate(points.filter((p) => p.route === 'get' && p.impl === 'stowage'))) / 100) * 100;
+  const title = `open loop, kv.get past saturation (1.5× the rate stowage holds): unbounded queue vs maxWaiting ${config.poolSize}`;
+  const header = ['implementation', 'offered/s', 'answered/s', 'refused', 'p99 admitted ms', 'p99 all ms'];
+  if (rate === 0) return { id: 'open-loop', title, header, align: [], rows: [], notes: [], error: 'stowage held no rate of the ladder' };
+  const bounded = new Service({ backend: 'postgres', impl: 'stowage', url: setup.url, namespace: setup.namespace, poolSize: config.poolSize, rows: setup.rows, maxWaiting: config.poolSize });
+  try {
+    await drive({ port: await bounded.port, route: 'get', rate: 500, durationMs: 1_000, rows: setup.rows });
+    const runs = new Map<string, DriverResult[]>();
+    for (let round = 0; round < config.openLoopRounds; round++) {
+      for (const [label, service] of [['stowage, unbounded', unbounded], [`stowage, maxWaiting ${config.poolSize}`, bounded]] as const) {
+        const result = await drive({ port: await service.port, route: 'get', rate, durationMs: config.openLoopMs, rows: setup.rows });
+        runs.set(label, [...(runs.get(label) ?? []), result]);
+        log(`open-loop ${setup.id} past saturation ${rate}/s ${label}: ${Math.round(result.achieved)}/s, ${result.refused} refused, p99 admitted ${ms(result.admittedP99)} ms`);
+      }
+    }
+    const rows: SectionRow[] = [...runs].map(([label, results]) => ({
+      cells: [
+        label,
+        formatInt(rate),
+        formatInt(Math.round(median(results.map((r) => r.achieved)))),
+        `${(100 * median(results.map((r) => r.refused / Math.max(1, r.sent)))).toFixed(1)}%`,
+        ms(median(results.map((r) => infinite(r.admittedP99)))),
+        ms(median(results.map((r) => infinite(r.p99)))),
+      ],
+      data: { rate, results },
+    }));
+    return { id: 'open-loop', title, header, align: ['l', 'r', 'r', 'r', 'r', 'r'], rows, notes: ['p99 all counts refused and unanswered requests as infinitely slow'] };
+  } finally {
+    await bounded.stop();
+  }
 }

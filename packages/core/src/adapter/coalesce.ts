@@ -67,6 +67,8 @@ export class Coalescer {
   async #flush(): Promise<void> {
     const calls = this.#pending!;
     this.#pending = undefined;
+    // A lone call (most calls at low rates) skips the round splitting and its maps.
+    if (calls.length === 1) return this.#runBatch(calls[0]!.operation, calls);
     for (const round of rounds(calls)) await this.#run(round);
   }
 
