@@ -33,6 +33,7 @@ export {
   type MongoCollectionKind,
   type MongoCollectionSpec,
   type MongoIndexSpec,
+  type MongoShardKey,
 } from './schema.js';
 export {
   DEFAULT_PROCESS_COLLECTION,

@@ -33,7 +33,9 @@ export function changeStreamSource(collection: Collection<ProcessVersionDocument
   return {
     watch: (resumeAfter) => collection.watch<ProcessVersionDocument>(pipeline, { maxAwaitTimeMS: 200, ...(resumeAfter ? { resumeAfter } : {}) }),
     incarnation: async () => {
-      const [info] = await db.listCollections({ name: collection.collectionName }).toArray();
+      // The primary's view, whatever the client's read preference (a role without the
+      // listCollections action gets `null`: a dropped and re-created collection goes unnoticed).
+      const [info] = await db.listCollections({ name: collection.collectionName }, { readPreference: 'primary' }).toArray();
       const uuid: unknown = (info as Document | undefined)?.info?.uuid;
       return uuid === undefined || uuid === null ? null : BSON.EJSON.stringify(uuid as Document);
     },
