@@ -2,6 +2,7 @@ import { StowageError } from '@stowage/core';
 import { describeType } from '@stowage/core/adapter';
 import type { Db, Document, IndexDescription, MongoClient } from 'mongodb';
 import { isUnsupportedError } from './errors.js';
+import { assertValidDatabaseName } from './options.js';
 
 /** The kinds of collection stowage keeps. */
 export type MongoCollectionKind =
@@ -126,6 +127,52 @@ export function indexSpecs(collections: Partial<Record<MongoCollectionKind, stri
   const names = { ...collections };
   names.processClaims ??= processClaimsCollection(names.process ?? DEFAULT_COLLECTIONS.process);
   return (Object.keys(DEFAULT_COLLECTIONS) as MongoCollectionKind[]).map((kind) => collectionSpec(kind, names[kind]));
+}
+
+/** One privilege of a MongoDB role: `db.createRole({ role, privileges, roles: [] })`. */
+export interface MongoPrivilege {
+  /** A collection, or the whole database (`collection: ''`). */
+  resource: { db: string; collection: string };
+  actions: string[];
+}
+
+export interface RolePrivilegesOptions {
+  /** Your collection names, as for {@link indexSpecs}. */
+  collections?: Partial<Record<MongoCollectionKind, string>>;
+  /** Only the collections of these kinds (default: every kind). */
+  only?: readonly MongoCollectionKind[];
+  /** The stores create collections and indexes: the stores' `autoCreate` (default `true`). */
+  autoCreate?: boolean;
+}
+
+/** Kinds whose stores open change streams: lock wake-ups, process feeds. */
+const WATCHED: readonly MongoCollectionKind[] = ['locks', 'workflowLocks', 'process'];
+
+/**
+ * The privileges a role needs for stowage's stores on `database` (what `grantsSql()` is for
+ * PostgreSQL), per collection: `find`, `insert`, `update`, `remove` for the stores' calls (and
+ * the transactions they begin); `listIndexes` for the start-up checks (without it they are
+ * skipped under `autoCreate: false`); `changeStream` where the stores watch (without it they
+ * poll); with `autoCreate`, `createCollection`, `createIndex`, and `collMod` where a plain
+ * `expiresAt` index may need to become a TTL index. A process feed also reads the collection's
+ * identity with `listCollections` on the database (without it, a dropped and re-created
+ * collection goes unnoticed). Start-up lists collections with `nameOnly` and
+ * `authorizedCollections`, which needs no action of its own.
+ */
+export function rolePrivileges(database: string, options: RolePrivilegesOptions = {}): MongoPrivilege[] {
+  assertValidDatabaseName(database);
+  const autoCreate = options.autoCreate ?? true;
+  const kinds = new Set(options.only ?? (Object.keys(DEFAULT_COLLECTIONS) as MongoCollectionKind[]));
+  const privileges = indexSpecs(options.collections)
+    .filter((spec) => kinds.has(spec.kind))
+    .map((spec): MongoPrivilege => {
+      const actions = ['find', 'insert', 'update', 'remove', 'listIndexes'];
+      if (WATCHED.includes(spec.kind)) actions.push('changeStream');
+      if (autoCreate) actions.push('createCollection', 'createIndex', ...(wantsTtl(spec) ? ['collMod'] : []));
+      return { resource: { db: database, collection: spec.collection }, actions };
+    });
+  if (kinds.has('process')) privileges.push({ resource: { db: database, collection: '' }, actions: ['listCollections'] });
+  return privileges;
 }
 
 /** MongoDB's rules for collection names: no `$`, no NUL, not `system.*`, and short enough for a namespace. */

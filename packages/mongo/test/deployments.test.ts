@@ -1,5 +1,5 @@
 import type { JsonObject } from '@stowage/core';
-import { MongoClient, ReadPreference, type CommandStartedEvent, type Document, type MongoClientOptions, type ReadPreferenceMode } from 'mongodb';
+import { MongoClient, type CommandStartedEvent, type Document, type MongoClientOptions } from 'mongodb';
 import { expect, it } from 'vitest';
 import {
   MongoCacheProvider,
@@ -18,7 +18,7 @@ import {
   type MongoIndexSpec,
 } from '../src/index.js';
 import { inNewTransaction } from '../src/transactions.js';
-import { uniqueName } from './mongo-adapter.js';
+import { switchReadPreference, uniqueName } from './mongo-adapter.js';
 import { describeEachServer, openTestServers, type OpenedTestServer } from './server.js';
 
 /**
@@ -38,17 +38,6 @@ async function monitoredClient(s: OpenedTestServer, options: MongoClientOptions 
   client.on('commandStarted', (event) => commands.push(event));
   await client.connect();
   return { client, commands };
-}
-
-/**
- * The client's read preference switched after it connected: what the driver reads for new
- * databases, collections and transactions, as if it had come in the connection string
- * (`?readPreference=secondaryPreferred`). jongodb refuses the handshake of a client created so
- * ("single-node replica-set profile supports readPreference mode 'primary' only").
- */
-function switchReadPreference(client: MongoClient, mode: ReadPreferenceMode): void {
-  (client.options as { readPreference: ReadPreference }).readPreference = ReadPreference.fromString(mode);
-  expect(client.db('any').readPreference.mode).toBe(mode);
 }
 
 /** Every store on `client`, each on a collection of its own, and a call of every operation that sends a write or a read. */

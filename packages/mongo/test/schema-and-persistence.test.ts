@@ -7,6 +7,7 @@ import {
   MongoKeyValueStore,
   createMongoPersistence,
   indexSpecs,
+  rolePrivileges,
   mongo,
 } from '../src/index.js';
 import { recordCommands, storeOptions } from './helpers.js';
@@ -54,6 +55,20 @@ describe('indexSpecs', () => {
     expect(indexSpecs({ process: 'devices' }).find((spec) => spec.kind === 'processClaims')?.collection).toBe('devices_claims');
     expect(() => indexSpecs({ kv: '$bad' })).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
     expect(DEFAULT_COLLECTIONS.kv).toBe('workflow_state');
+  });
+
+  it('rolePrivileges: the actions a role needs per collection, fewer without autoCreate', () => {
+    const basic = ['find', 'insert', 'update', 'remove', 'listIndexes'];
+    expect(rolePrivileges('myapp', { only: ['kv', 'locks'], collections: { kv: 'state' } })).toEqual([
+      { resource: { db: 'myapp', collection: 'state' }, actions: [...basic, 'createCollection', 'createIndex', 'collMod'] },
+      { resource: { db: 'myapp', collection: 'stowage_locks' }, actions: [...basic, 'changeStream', 'createCollection', 'createIndex'] },
+    ]);
+    expect(rolePrivileges('myapp', { only: ['process'], autoCreate: false })).toEqual([
+      { resource: { db: 'myapp', collection: 'stowage_process' }, actions: [...basic, 'changeStream'] },
+      { resource: { db: 'myapp', collection: '' }, actions: ['listCollections'] },
+    ]);
+    expect(rolePrivileges('myapp').map((privilege) => privilege.resource.collection)).toEqual([...indexSpecs().map((spec) => spec.collection), '']);
+    expect(() => rolePrivileges('my.app')).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
   });
 });
 
