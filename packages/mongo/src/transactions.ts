@@ -68,7 +68,7 @@ export function sessionBound<TDocument extends Document>(collection: Collection<
  * client's), snapshot reads, and a commit acknowledged with `writeConcern` (the store's,
  * `{ w: 'majority' }` unless told otherwise), so a commit that was acknowledged survives a failover.
  */
-export function transactionOptions(writeConcern: WriteConcernSettings): TransactionOptions {
+function transactionOptions(writeConcern: WriteConcernSettings): TransactionOptions {
   return { readPreference: 'primary', readConcern: { level: 'snapshot' }, writeConcern };
 }
 
