@@ -2,6 +2,7 @@ import type { KeyValueStore } from './contracts/kv.js';
 import type { SnapshotStore, WorkflowSnapshot } from './contracts/snapshots.js';
 import { StowageError, isStowageError } from './errors.js';
 import { escapeGlob } from './glob.js';
+import { fitKey } from './keys.js';
 import { SnapshotStoreBase, compareSnapshotItems, isAfterCursor, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from './adapter/snapshots.js';
 import type { Capabilities } from './capabilities.js';
 
@@ -172,7 +173,8 @@ class StatePersistence<TSnapshot extends object> extends SnapshotStoreBase<TSnap
 
   /** The key of a snapshot; the record of prefixes is none (only the empty prefix could name it). */
   #key(id: string): string {
-    const key = this.prefix + id;
+    // The prefix and the id together may pass 1024 bytes where the id alone did not.
+    const key = fitKey(this.prefix + id);
     if (key === STATE_PREFIXES_KEY) throw new StowageError('E_INVALID_KEY', `snapshot id ${JSON.stringify(id)} is reserved`);
     return key;
   }

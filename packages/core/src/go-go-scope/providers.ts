@@ -3,10 +3,9 @@ import type { Checkpoint, CheckpointStore } from '../contracts/checkpoints.js';
 import type { CircuitBreakerStore } from '../contracts/circuit-breaker.js';
 import type { IdempotencyStore } from '../contracts/idempotency.js';
 import type { LockProvider } from '../contracts/locks.js';
-import { createHash } from 'node:crypto';
 import { assertOptionsObject, assertValidPrefix } from '../adapter/options.js';
 import { richCodec, type Codec } from '../json.js';
-import { MAX_KEY_BYTES, utf8ByteLength } from '../keys.js';
+import { fitKey } from '../keys.js';
 import type {
   GoGoScopeCacheProvider,
   GoGoScopeCheckpointProvider,
@@ -139,31 +138,6 @@ function wholeMs(ttl: number): number {
 /** go-go-scope's adapters store a falsy ttl (0) without expiry; for stowage that is "no ttl given". */
 function ttlOf(ttl: number | undefined): number | undefined {
   return ttl === 0 || ttl === undefined ? undefined : wholeMs(ttl);
-}
-
-/** `'#'` and a base64url SHA-256: what {@link fitKey} puts after a long key's start. */
-const HASH_SUFFIX_BYTES = 1 + 43;
-
-/**
- * go-go-scope's own adapters take idempotency and cache keys of any length (a URL as the key),
- * and go-go-scope swallows an idempotency provider's errors, so a refused key would silently
- * turn idempotency off. A key within stowage's 1024 UTF-8 bytes is stored as it is; a longer
- * one as its first 980 bytes (whole characters), `'#'`, and the base64url SHA-256 of the whole
- * key: still readable, the same for the same key in every process, and distinct for distinct
- * keys. Listings (`cache.keys()`) show that stored form. Anything that is not a well-formed
- * string reaches the store as it is, to be refused there.
- */
-function fitKey(key: string): string {
-  if (typeof key !== 'string' || key.length * 3 <= MAX_KEY_BYTES || utf8ByteLength(key) <= MAX_KEY_BYTES || !key.isWellFormed()) return key;
-  let start = '';
-  let bytes = 0;
-  for (const character of key) {
-    const size = utf8ByteLength(character);
-    if (bytes + size > MAX_KEY_BYTES - HASH_SUFFIX_BYTES) break;
-    start += character;
-    bytes += size;
-  }
-  return `${start}#${createHash('sha256').update(key).digest('base64url')}`;
 }
 
 function lockProvider(locks: LockProvider, keyPrefix: string): GoGoScopeLockProvider {
