@@ -209,6 +209,7 @@ main(process.argv.slice(2)).then(
     const code = error instanceof StowageError ? `${error.code}: ` : '';
     const cause = (error as { cause?: unknown }).cause;
     printError(`stowage: ${code}${(error as Error)?.message ?? String(error)}${cause instanceof Error ? ` (${cause.message})` : ''}`);
+    if (process.env.STOWAGE_DEBUG) printError(String((error as Error)?.stack));
     process.exitCode = 2;
   },
 );

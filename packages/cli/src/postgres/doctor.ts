@@ -22,9 +22,9 @@ const GO_GO_SCOPE_KINDS: Record<string, string> = { lock: 'locks', circuitBreake
 export async function doctor(session: PgSession, url: string, input: DoctorInput): Promise<Finding[]> {
   const findings: Finding[] = [];
   const [server] = await session.read<{
-    version: string; role: string; database: string; pid: number; is_super: boolean;
+    full_version: string; version: string; role: string; database: string; pid: number; is_super: boolean;
     synchronous_commit: string; standbys: string; statement_timeout: string; lock_timeout: string; idle_timeout: string;
-  }>(`SELECT current_setting('server_version') AS version, current_user AS role, current_database() AS database, pg_backend_pid() AS pid,
+  }>(`SELECT version() AS full_version, current_setting('server_version') AS version, current_user AS role, current_database() AS database, pg_backend_pid() AS pid,
       (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS is_super,
       current_setting('synchronous_commit') AS synchronous_commit, current_setting('synchronous_standby_names') AS standbys,
       current_setting('statement_timeout') AS statement_timeout, current_setting('lock_timeout') AS lock_timeout,
@@ -32,7 +32,11 @@ export async function doctor(session: PgSession, url: string, input: DoctorInput
   const s = server!;
   findings.push({ severity: 'ok', check: 'connection', message: `PostgreSQL ${s.version}, database ${s.database}, role ${s.role}${s.is_super ? ' (superuser)' : ''}` });
 
-  await poolerFindings(findings, session, url, input.listenUrl);
+  if (s.full_version.includes('PGlite')) {
+    findings.push({ severity: 'info', check: 'server', message: 'embedded PGlite: for tests and examples; LISTEN/NOTIFY wake-ups are off there (waits poll)' });
+  } else {
+    await poolerFindings(findings, url, input.listenUrl);
+  }
   await grantFindings(findings, session, s.role, input);
   await tableFindings(findings, session);
 
@@ -102,8 +106,7 @@ async function route(url: string): Promise<Route> {
   }
 }
 
-async function poolerFindings(findings: Finding[], session: PgSession, url: string, listenUrl: string | undefined): Promise<void> {
-  void session;
+async function poolerFindings(findings: Finding[], url: string, listenUrl: string | undefined): Promise<void> {
   const statements = await route(url);
   if (statements.pooled) {
     findings.push({
@@ -143,7 +146,7 @@ async function grantFindings(findings: Finding[], session: PgSession, role: stri
   const rows = await session.read<{ privilege: string; type: string; object: string; present: boolean | null }>(
     `SELECT g.privilege, g.type, g.object,
        CASE g.type
-         WHEN 'SCHEMA' THEN has_schema_privilege(trim(both '"' from g.object), g.privilege)
+         WHEN 'SCHEMA' THEN CASE WHEN to_regnamespace(g.object) IS NOT NULL THEN has_schema_privilege(trim(both '"' from g.object), g.privilege) END
          WHEN 'TABLE' THEN CASE WHEN to_regclass(g.object) IS NOT NULL THEN has_table_privilege(g.object, g.privilege) END
          ELSE CASE WHEN to_regclass(g.object) IS NOT NULL THEN has_sequence_privilege(g.object, g.privilege) END
        END AS present
@@ -161,7 +164,10 @@ async function grantFindings(findings: Finding[], session: PgSession, role: stri
   }
   if (lacking.length === 0) findings.push({ severity: 'ok', check: 'privileges', message: `role ${role} has the ${checked} privilege(s) grantsSql() lists on the objects that exist` });
   const [schema] = await session.read<{ can_create: boolean; name: string }>(
-    `SELECT has_schema_privilege(coalesce($1, current_schema()), 'CREATE') AS can_create, coalesce($1, current_schema()) AS name`,
+    // A schema that does not exist yet is created by the first store: that needs CREATE on the database.
+    `SELECT CASE WHEN to_regnamespace(quote_ident(s.name)) IS NULL THEN has_database_privilege(current_database(), 'CREATE')
+       ELSE has_schema_privilege(s.name, 'CREATE') END AS can_create, s.name
+     FROM (SELECT coalesce($1, current_schema()) AS name) AS s`,
     [input.schema ?? null],
   );
   const missingTables = new Set(rows.filter((row) => row.type === 'TABLE' && row.present === null).map((row) => row.object));

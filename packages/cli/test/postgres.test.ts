@@ -1,0 +1,132 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { connect } from '@stowage/postgres';
+import { findPgBouncer, findPostgresServer, startEmbeddedPostgres, type FoundBackend } from '@stowage/test-env';
+import { snapshot, stowage, unique } from './support.js';
+
+/*
+ * `stowage inspect` against every PostgreSQL backend: data written by the real stores (in a
+ * schema of its own), then read back through the built CLI.
+ */
+
+const backends: Array<[string, () => Promise<FoundBackend | null>]> = [
+  ['PGlite', () => startEmbeddedPostgres({ maxConnections: 4 })],
+  ['server', findPostgresServer],
+  ['PgBouncer', findPgBouncer],
+];
+
+describe.each(backends)('inspect on %s', (_name, find) => {
+  let backend: FoundBackend | null;
+  const schema = unique('cli');
+  let url: string;
+
+  beforeAll(async () => {
+    backend = await find();
+    if (!backend) return;
+    url = backend.url;
+    const db = connect({ url, schema });
+    const store = db.snapshots({ lock: true });
+    const orders = db.snapshots({ prefix: 'orders:', lock: true });
+    await store.save('wf-running', snapshot('running', ['fetch'], 'charge'));
+    await store.save('wf-done', snapshot('completed', ['fetch', 'charge', 'ship']));
+    await store.save('wf-failed', snapshot('failed', ['fetch']));
+    for (let i = 0; i < 5; i++) await orders.save(`o-${i}`, snapshot('running', ['reserve']));
+    expect(await orders.tryAcquire('o-1', { ttlMs: 600_000 })).not.toBeNull();
+    const locks = db.locks();
+    await locks.acquire('report:nightly', 600_000, 'worker-a');
+    await locks.acquire('report:weekly', 600_000, 'worker-b');
+    const breakers = db.circuitBreaker();
+    for (let i = 0; i < 3; i++) await breakers.recordFailure('payments-api', 3, { cooldown: 60_000 });
+    await breakers.recordSuccess('search-api');
+    const idempotency = db.idempotency();
+    await idempotency.reserve('charge:order-1', 600_000);
+    const done = await idempotency.reserve('charge:order-2', 600_000);
+    if (done.status === 'acquired') await idempotency.complete('charge:order-2', done.token, { receipt: 2 }, 3_600_000);
+    await db.close();
+  });
+
+  afterAll(async () => {
+    if (!backend) return;
+    const client = new pg.Client(backend.url);
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await client.end();
+    await backend.stop();
+  });
+
+  const run = (...args: string[]) => stowage(['inspect', ...args, '--url', url, '--schema', schema]);
+
+  it('lists workflows with status, last step, steps and the live lease', async () => {
+    const { code, stdout } = await run('workflows', '--json');
+    expect(code).toBe(0);
+    const page = JSON.parse(stdout);
+    expect(page.nextCursor).toBeNull();
+    const byId = Object.fromEntries(page.items.map((row: { namespace: string; id: string }) => [`${row.namespace}${row.id}`, row]));
+    expect(Object.keys(byId).sort()).toEqual(['orders:o-0', 'orders:o-1', 'orders:o-2', 'orders:o-3', 'orders:o-4', 'wf-done', 'wf-failed', 'wf-running']);
+    expect(byId['wf-running']).toMatchObject({ status: 'running', lastStep: 'charge', steps: 1, leaseOwner: null });
+    expect(byId['wf-done']).toMatchObject({ status: 'completed', lastStep: 'ship', steps: 3 });
+    expect(byId['orders:o-1'].leaseOwner).toEqual(expect.any(String));
+    expect(byId['orders:o-1'].leaseExpiresInMs).toBeGreaterThan(500_000);
+    expect(byId['orders:o-2'].leaseOwner).toBeNull();
+  });
+
+  it('filters by status, namespace, id prefix and age', async () => {
+    const ids = async (...args: string[]) =>
+      JSON.parse((await run('workflows', '--json', ...args)).stdout).items.map((row: { namespace: string; id: string }) => row.namespace + row.id);
+    // Each call is a process of its own: run them side by side.
+    expect(await Promise.all([ids('--status', 'failed'), ids('--namespace', 'orders:', '--prefix', 'o-3'), ids('--prefix', 'wf-d'), ids('--older-than', '1d')])).toEqual([
+      ['wf-failed'],
+      ['orders:o-3'],
+      ['wf-done'],
+      [],
+    ]);
+  });
+
+  it('pages with a keyset cursor: every workflow once, in key order', async () => {
+    const [firstRun, all] = await Promise.all([run('workflows', '--json', '--limit', '3'), run('workflows', '--json', '--limit', '3', '--all')]);
+    const first = JSON.parse(firstRun.stdout);
+    expect(first.items).toHaveLength(3);
+    expect(first.nextCursor).toEqual(expect.any(String));
+    const lines = all.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    expect(lines.map((row) => row.namespace + row.id)).toEqual([
+      'wf-done', 'wf-failed', 'wf-running', 'orders:o-0', 'orders:o-1', 'orders:o-2', 'orders:o-3', 'orders:o-4',
+    ]);
+    const second = JSON.parse((await run('workflows', '--json', '--limit', '3', '--after', first.nextCursor)).stdout);
+    expect(second.items.map((row: { id: string }) => row.id)).toEqual(['o-0', 'o-1', 'o-2']);
+  });
+
+  it('shows locks held with owner, fence and expiry, breakers and idempotency records', async () => {
+    const [locksRun, breakersRun, openRun, recordsRun] = await Promise.all([
+      run('locks', '--json'),
+      run('breakers', '--json'),
+      run('breakers', '--json', '--status', 'open'),
+      run('idempotency', '--json'),
+    ]);
+    const locks = JSON.parse(locksRun.stdout).items;
+    expect(locks.filter((row: { table: string }) => row.table === 'locks')).toEqual([
+      expect.objectContaining({ key: 'report:nightly', owner: 'worker-a', fence: expect.stringMatching(/^\d+$/) }),
+      expect.objectContaining({ key: 'report:weekly', owner: 'worker-b' }),
+    ]);
+    expect(locks.find((row: { table: string }) => row.table === 'workflowLocks')).toBeDefined();
+    const breakers = JSON.parse(breakersRun.stdout).items;
+    expect(breakers).toEqual([
+      expect.objectContaining({ key: 'payments-api', state: 'open', failures: 3, lastFailure: expect.any(String), openUntil: expect.any(String) }),
+      expect.objectContaining({ key: 'search-api', state: 'closed', failures: 0 }),
+    ]);
+    const open = JSON.parse(openRun.stdout).items;
+    expect(open.map((row: { key: string }) => row.key)).toEqual(['payments-api']);
+    const records = JSON.parse(recordsRun.stdout).items;
+    expect(records).toEqual([
+      expect.objectContaining({ key: 'charge:order-1', status: 'in-flight' }),
+      expect.objectContaining({ key: 'charge:order-2', status: 'completed', expiresInMs: expect.any(Number) }),
+    ]);
+  });
+
+  it('prints a readable table, and one workflow with its steps', async () => {
+    const [{ stdout }, one] = await Promise.all([run('locks'), run('workflow', 'wf-done')]);
+    const [header, ...rows] = stdout.trim().split('\n');
+    expect(header).toMatch(/^KEY\s+OWNER\s+FENCE\s+EXPIRES IN\s+TABLE$/);
+    expect(rows.some((row) => /^report:nightly\s+worker-a\s+\d+\s+9m \d+s\s+locks$/.test(row) || /^report:nightly\s+worker-a\s+\d+\s+10m\s+locks$/.test(row))).toBe(true);
+    expect(one.stdout).toMatch(/^status: completed\nSTEP\s+OUTCOME\s+RESULT\nfetch\s+ok\s+\{"step":"fetch"\}/);
+  });
+});
