@@ -9,6 +9,8 @@ export interface OpenOptions {
   names?: Record<string, string>;
   /** MongoDB database, when the URL names none. */
   database?: string;
+  /** go-go-scope's `keyPrefix`, under which `adopt --apply` keys the documents it converts (MongoDB). */
+  keyPrefix?: string;
 }
 
 /** The backend a URL names: `postgres://` / `postgresql://` or `mongodb://` / `mongodb+srv://`. */

@@ -12,7 +12,7 @@ Usage:
   stowage inspect [workflows|locks|breakers|idempotency] [options]   read-only views
   stowage inspect workflow <id> [--namespace <prefix>]               one workflow's steps
   stowage doctor [<url>] [--listen-url <url>]                        check a deployment
-  stowage adopt [<url>] --dry-run | --apply [--yes]                  awaitly / go-go-scope tables
+  stowage adopt [<url>] --dry-run | --apply [--yes] [--key-prefix p] awaitly / go-go-scope tables
   stowage ui [--port 4545]                                           read-only page on localhost
 
 Connection:
@@ -21,6 +21,11 @@ Connection:
   --db <name>            MongoDB database when the URL names none
   --table <kind>=<name>  a table / collection the stores were given another name
                          (kinds: snapshots, workflowLocks, locks, circuitBreaker, idempotency, kv, ...)
+
+Adopt:
+  --dry-run              list what adoption would change; changes nothing
+  --apply                run the adapter's own adoption (asks first; --yes skips the question)
+  --key-prefix <p>       MongoDB: go-go-scope's keyPrefix, under which its documents are kept
 
 Inspect:
   --prefix <text>        keys / workflow ids starting with <text> (literal)
@@ -51,6 +56,7 @@ const OPTIONS = {
   all: { type: 'boolean' },
   json: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
+  'key-prefix': { type: 'string' },
   apply: { type: 'boolean' },
   yes: { type: 'boolean' },
   port: { type: 'string' },
@@ -95,7 +101,7 @@ async function withBackend(values: Values, positionalUrl: string | undefined, ru
     if (!kind || !name) usageError(`--table takes <kind>=<name>, got ${JSON.stringify(entry)}`);
     names[kind] = name;
   }
-  const options: OpenOptions = { schema: values.schema, database: values.db, names };
+  const options: OpenOptions = { schema: values.schema, database: values.db, names, keyPrefix: values['key-prefix'] };
   const backend = await openBackend(url, options);
   try {
     return await run(backend);

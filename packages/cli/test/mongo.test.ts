@@ -1,0 +1,122 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MongoClient } from 'mongodb';
+import { MongoCircuitBreakerStore, MongoIdempotencyStore, MongoLockProvider, mongo } from '@stowage/mongo';
+import { findMongoServer, startJongodb, type FoundBackend } from '@stowage/test-env';
+import { snapshot, stowage, unique } from './support.js';
+
+/*
+ * `stowage inspect`, `doctor` and `adopt` on MongoDB-wire servers: jongodb (a replica set) and
+ * FerretDB (STOWAGE_MONGO_URL). Data written by the real stores, in a database of its own.
+ */
+
+describe.each([
+  ['jongodb', startJongodb],
+  ['FerretDB', findMongoServer],
+] as const)('on %s', (_name, start) => {
+  let backend: FoundBackend | null;
+  let client: MongoClient;
+  const database = unique('cli');
+  let url: string;
+
+  beforeAll(async () => {
+    backend = await start();
+    if (!backend) return;
+    url = backend.url;
+    const on = { url, database };
+    const store = mongo({ ...on, lock: true });
+    const orders = mongo({ ...on, prefix: 'orders:', lock: true });
+    await store.save('wf-running', snapshot('running', ['fetch'], 'charge'));
+    await store.save('wf-done', snapshot('completed', ['fetch', 'charge', 'ship']));
+    for (let i = 0; i < 4; i++) await orders.save(`o-${i}`, snapshot('failed', ['reserve']));
+    expect(await orders.tryAcquire('o-1', { ttlMs: 600_000 })).not.toBeNull();
+    const locks = new MongoLockProvider(on);
+    await locks.acquire('report:nightly', 600_000, 'worker-a');
+    const breakers = new MongoCircuitBreakerStore(on);
+    for (let i = 0; i < 2; i++) await breakers.recordFailure('payments-api', 2, { cooldown: 60_000 });
+    const idempotency = new MongoIdempotencyStore(on);
+    await idempotency.reserve('charge:order-1', 600_000);
+    await Promise.all([store, orders, locks, breakers, idempotency].map((each) => each.close()));
+    client = new MongoClient(url);
+    await client.connect();
+  });
+
+  afterAll(async () => {
+    if (!backend) return;
+    // jongodb has no dropDatabase; its process (and data) ends with stop().
+    await client.db(database).dropDatabase().catch(() => undefined);
+    await client.close();
+    await backend.stop();
+  });
+
+  const inspect = async (...args: string[]) => {
+    const result = await stowage(['inspect', ...args, '--url', url, '--db', database, '--json']);
+    expect(result.stderr).toBe('');
+    return JSON.parse(result.stdout);
+  };
+
+  it('inspect: workflows with status, last step and lease; locks, breakers, idempotency', async () => {
+    const [workflows, failed, paged, locks, breakers, records] = await Promise.all([
+      inspect('workflows'),
+      inspect('workflows', '--status', 'failed', '--namespace', 'orders:', '--prefix', 'o-2'),
+      stowage(['inspect', 'workflows', '--url', url, '--db', database, '--json', '--all', '--limit', '2']),
+      inspect('locks'),
+      inspect('breakers'),
+      inspect('idempotency'),
+    ]);
+    const byId = Object.fromEntries(workflows.items.map((row: { namespace: string; id: string }) => [row.namespace + row.id, row]));
+    expect(Object.keys(byId)).toEqual(['wf-done', 'wf-running', 'orders:o-0', 'orders:o-1', 'orders:o-2', 'orders:o-3']);
+    expect(byId['wf-running']).toMatchObject({ status: 'running', lastStep: 'charge', steps: 1, leaseOwner: null });
+    expect(byId['orders:o-1']).toMatchObject({ status: 'failed', lastStep: 'reserve', leaseOwner: expect.any(String) });
+    expect(byId['orders:o-1'].leaseExpiresInMs).toBeGreaterThan(500_000);
+    expect(failed.items.map((row: { id: string }) => row.id)).toEqual(['o-2']);
+    const lines = paged.stdout.trim().split('\n').map((line) => JSON.parse(line));
+    expect(lines.map((row) => row.namespace + row.id)).toEqual(Object.keys(byId));
+    expect(locks.items).toEqual([
+      expect.objectContaining({ key: 'report:nightly', owner: 'worker-a', fence: expect.stringMatching(/^\d+$/), table: 'locks' }),
+      expect.objectContaining({ key: 'orders:\u0000o-1', table: 'workflowLocks' }),
+    ]);
+    expect(breakers.items).toEqual([expect.objectContaining({ key: 'payments-api', state: 'open', failures: 2 })]);
+    expect(records.items).toEqual([expect.objectContaining({ key: 'charge:order-1', status: 'in-flight', expiresInMs: expect.any(Number) })]);
+  });
+
+  it('doctor: readPreference other than primary and w=1 in the URL are errors', async () => {
+    const withOptions = (options: string) => `${url}${url.includes('?') ? '&' : '?'}${options}`;
+    const [clean, secondary, w1] = await Promise.all([
+      stowage(['doctor', url, '--db', database]),
+      stowage(['doctor', withOptions('readPreference=secondaryPreferred'), '--db', database]),
+      stowage(['doctor', withOptions('w=1'), '--db', database]),
+    ]);
+    expect(clean.stdout).toMatch(/^ok +connection: MongoDB-wire server/m);
+    expect(clean.stdout).not.toMatch(/^ERROR/m);
+    expect(clean.code).toBe(0);
+    expect(secondary.stdout).toMatch(/^ERROR readPreference: readPreference=secondaryPreferred: /m);
+    expect(secondary.code).toBe(1);
+    expect(w1.stdout).toMatch(/^ERROR writeConcern: w=1: /m);
+    expect(w1.code).toBe(1);
+  });
+
+  it("doctor and adopt --dry-run: go-go-scope's documents not adopted yet", async () => {
+    const locks = client.db(database).collection('go_goscope_locks');
+    await locks.insertMany([
+      { key: 'app:lock:a', owner: 'w1', expiresAt: new Date(Date.now() + 60_000), createdAt: new Date() },
+      { key: 'app:lock:b', owner: 'w2', expiresAt: new Date(Date.now() + 60_000), createdAt: new Date() },
+    ]);
+    const [doctor, plan] = await Promise.all([stowage(['doctor', url, '--db', database]), stowage(['adopt', url, '--db', database, '--dry-run'])]);
+    expect(doctor.stdout).toMatch(/^WARN  adoption: go_goscope_locks holds go-go-scope's own documents/m);
+    expect(plan.stdout).toContain("go_goscope_locks: go-go-scope's lock collection, about 2 row(s)");
+    expect(plan.stdout).toContain('  - convert 2 document(s), 500 at a time');
+    expect(plan.code).toBe(0);
+    expect(await locks.countDocuments({ key: { $exists: true } })).toBe(2); // --dry-run changed nothing
+
+    const applied = await stowage(['adopt', url, '--db', database, '--apply', '--yes', '--key-prefix', 'app:']);
+    expect(applied.stderr).toContain('adopting go_goscope_locks with keyPrefix "app:"');
+    expect(applied.code).toBe(0);
+    const adopted = await locks.find({}).sort({ _id: 1 }).toArray();
+    expect(adopted.map(({ _id, owner, fence }) => ({ _id, owner, fence }))).toEqual([
+      { _id: 'app:a', owner: 'w1', fence: 1 },
+      { _id: 'app:b', owner: 'w2', fence: 1 },
+    ]);
+    const after = await stowage(['adopt', url, '--db', database, '--dry-run']);
+    expect(after.stdout).toMatch(/^nothing to adopt/);
+  });
+});
