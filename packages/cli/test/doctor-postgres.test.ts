@@ -197,7 +197,7 @@ describe.each([
       stowage(['adopt', backend.url, '--schema', schema, '--dry-run']),
       stowage(['inspect', 'workflows', '--url', backend.url, '--schema', schema, '--json']),
     ]);
-    expect(after.stdout).not.toMatch(/^WARN  adoption/m);
+    expect(after.stdout).not.toMatch(/^WARN {2}adoption/m);
     expect(again.stdout).toMatch(/^nothing to adopt/);
     expect(JSON.parse(workflows.stdout).items).toEqual([expect.objectContaining({ namespace: '', id: 'checkout-1', status: 'running', lastStep: 'ship', steps: 1 })]);
     const kept = await client.query(`SELECT count(*)::int AS n FROM "${schema}".awaitly_workflow_state`);

@@ -95,14 +95,14 @@ describe.each([
     expect(w1.code).toBe(1);
   });
 
-  it("doctor and adopt --dry-run: go-go-scope's documents not adopted yet", async () => {
+  it("doctor and adopt --dry-run see go-go-scope's documents not adopted yet; adopt --apply adopts them", async () => {
     const locks = client.db(database).collection('go_goscope_locks');
     await locks.insertMany([
       { key: 'app:lock:a', owner: 'w1', expiresAt: new Date(Date.now() + 60_000), createdAt: new Date() },
       { key: 'app:lock:b', owner: 'w2', expiresAt: new Date(Date.now() + 60_000), createdAt: new Date() },
     ]);
     const [doctor, plan] = await Promise.all([stowage(['doctor', url, '--db', database]), stowage(['adopt', url, '--db', database, '--dry-run'])]);
-    expect(doctor.stdout).toMatch(/^WARN  adoption: go_goscope_locks holds go-go-scope's own documents/m);
+    expect(doctor.stdout).toMatch(/^WARN {2}adoption: go_goscope_locks holds go-go-scope's own documents/m);
     expect(plan.stdout).toContain("go_goscope_locks: go-go-scope's lock collection, about 2 row(s)");
     expect(plan.stdout).toContain('  - convert 2 document(s), 500 at a time');
     expect(plan.code).toBe(0);

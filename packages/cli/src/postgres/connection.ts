@@ -29,8 +29,17 @@ export class PgSession {
     return new PgSession(client, tables);
   }
 
-  /** `text` with `values` in a read-only transaction. */
-  async read<T>(text: string, values: unknown[] = []): Promise<T[]> {
+  #queue: Promise<unknown> = Promise.resolve();
+
+  /** `text` with `values` in a read-only transaction; calls made together (the web page's views) run one after another. */
+  read<T>(text: string, values: unknown[] = []): Promise<T[]> {
+    const run = () => this.#read<T>(text, values);
+    const next = this.#queue.then(run, run);
+    this.#queue = next.catch(() => undefined);
+    return next;
+  }
+
+  async #read<T>(text: string, values: unknown[]): Promise<T[]> {
     await this.client.query('BEGIN READ ONLY');
     try {
       const { rows } = await this.client.query(text, values);
