@@ -14,8 +14,10 @@ export function table<T>(rows: readonly T[], columns: readonly Column<T>[]): str
   return [format(columns.map((column) => column.title)), ...cells.map(format)].join('\n');
 }
 
+/** One line of printable text: control characters (a U+0000 in a lease key) show as `\u0000`. */
 function oneLine(text: string): string {
-  const flat = text.replace(/[\r\n\t]+/g, ' ');
+  // eslint-disable-next-line no-control-regex
+  const flat = text.replace(/[\r\n\t]+/g, ' ').replace(/[\u0000-\u001f\u007f]/g, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, '0')}`);
   return flat.length > 60 ? `${flat.slice(0, 57)}...` : flat;
 }
 

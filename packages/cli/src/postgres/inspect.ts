@@ -24,12 +24,26 @@ class Where {
 }
 
 /** `column` starts with `prefix`: a range on the (byte-ordered, `COLLATE "C"`) key, so the index serves it. */
-function startsWith(where: Where, column: string, prefix: string): void {
-  if (prefix === '') return;
+function startsWith(where: Where, column: string, given: string): void {
+  if (given === '') return;
+  const prefix = encodeKey(given);
   const last = prefix.charCodeAt(prefix.length - 1);
   where.conditions.push(`${column} >= ${where.param(prefix)}`);
   if (last < 0xffff) where.conditions.push(`${column} < ${where.param(prefix.slice(0, -1) + String.fromCharCode(last + 1))}`);
   else where.conditions.push(`starts_with(${column}, ${where.param(prefix)})`);
+}
+
+/* eslint-disable no-control-regex -- the control characters are the point */
+/**
+ * Keys as @stowage/postgres stores them: U+0000 (which `text` cannot hold) as U+0001 "0", and
+ * U+0001 as U+0001 "1" (its key-encoding.ts; a workflow lease key holds a U+0000).
+ */
+function decodeKey(stored: string): string {
+  return stored.includes('\u0001') ? stored.replace(/\u0001([01])/g, (_, digit: string) => (digit === '0' ? '\u0000' : '\u0001')) : stored;
+}
+
+function encodeKey(key: string): string {
+  return /[\u0000\u0001]/.test(key) ? key.replace(/[\u0000\u0001]/g, (char) => (char === '\u0000' ? '\u00010' : '\u00011')) : key;
 }
 
 const ms = (expression: string) => `(extract(epoch FROM ${expression}) * 1000)::float8`;
@@ -56,7 +70,7 @@ export async function workflows(session: PgSession, query: InspectQuery): Promis
   if (query.status !== undefined) where.conditions.push(`coalesce(${doc} -> 'execution' ->> 'status', 'unknown') = ${where.param(query.status)}`);
   if (query.olderThanMs !== undefined) where.conditions.push(`s.updated_at < now() - ${where.param(query.olderThanMs)} * interval '1 millisecond'`);
   const after = decodeCursor(query.cursor);
-  if (after) where.conditions.push(`(s.prefix, s.id) > (${where.param(after[0])}, ${where.param(after[1])})`);
+  if (after) where.conditions.push(`(s.prefix, s.id) > (${where.param(after[0])}, ${where.param(encodeKey(String(after[1])))})`);
   // A lease of a store with a prefix is keyed `prefix + U+0000 + id`, stored with U+0000 escaped as U+0001 '0'.
   const lease = present.has(locks)
     ? `LEFT JOIN ${locks} AS l ON l.key = CASE WHEN s.prefix = '' THEN s.id ELSE s.prefix || chr(1) || '0' || s.id END AND l.expires_at > now()`
@@ -74,7 +88,7 @@ export async function workflows(session: PgSession, query: InspectQuery): Promis
   return page(
     rows.map((row) => ({
       namespace: row.prefix,
-      id: row.id,
+      id: decodeKey(row.id),
       status: row.status ?? 'unknown',
       lastStep: row.current ?? row.last,
       steps: row.steps,
@@ -90,7 +104,7 @@ export async function workflows(session: PgSession, query: InspectQuery): Promis
 export async function workflow(session: PgSession, namespace: string, id: string): Promise<unknown> {
   const t = session.tables.snapshots!;
   if (!(await session.existing([t])).has(t)) return null;
-  const rows = await session.read<{ snapshot: string }>(`SELECT snapshot::text AS snapshot FROM ${t} WHERE prefix = $1 AND id = $2`, [namespace, id]);
+  const rows = await session.read<{ snapshot: string }>(`SELECT snapshot::text AS snapshot FROM ${t} WHERE prefix = $1 AND id = $2`, [namespace, encodeKey(id)]);
   return rows[0] ? JSON.parse(rows[0].snapshot) : null;
 }
 
@@ -107,7 +121,7 @@ export async function locks(session: PgSession, query: InspectQuery): Promise<Pa
   else if (status === 'expired') where.conditions.push('expires_at <= now()');
   if (query.olderThanMs !== undefined) where.conditions.push(`acquired_at < now() - ${where.param(query.olderThanMs)} * interval '1 millisecond'`);
   const after = decodeCursor(query.cursor);
-  if (after) where.conditions.push(`(kind, key) > (${where.param(after[0])}, ${where.param(after[1])})`);
+  if (after) where.conditions.push(`(kind, key) > (${where.param(after[0])}, ${where.param(encodeKey(String(after[1])))})`);
   // Each branch reads its primary key in order; the server merges them (Merge Append).
   const union = tables
     .map((kind) => `SELECT '${kind}'::text COLLATE "C" AS kind, key, owner, fence, acquired_at, expires_at FROM ${session.tables[kind]}`)
@@ -118,7 +132,7 @@ export async function locks(session: PgSession, query: InspectQuery): Promise<Pa
     where.values,
   );
   return page(
-    rows.map((row) => ({ key: row.key, owner: row.owner, fence: row.fence, expiresInMs: row.expires_in, table: row.kind })),
+    rows.map((row) => ({ key: decodeKey(row.key), owner: row.owner, fence: row.fence, expiresInMs: row.expires_in, table: row.kind })),
     query.limit,
     (row) => [row.table, row.key],
   );
@@ -132,14 +146,14 @@ export async function breakers(session: PgSession, query: InspectQuery): Promise
   if (query.status !== undefined) where.conditions.push(`state = ${where.param(query.status)}`);
   if (query.olderThanMs !== undefined) where.conditions.push(`updated_at < now() - ${where.param(query.olderThanMs)} * interval '1 millisecond'`);
   const after = decodeCursor(query.cursor);
-  if (after) where.conditions.push(`key > ${where.param(after[0])}`);
+  if (after) where.conditions.push(`key > ${where.param(encodeKey(String(after[0])))}`);
   const rows = await session.read<{ key: string; state: string; failure_count: number; last_failure_time: Date | null; open_until: Date | null }>(
     `SELECT key, state, failure_count, last_failure_time, open_until FROM ${t} WHERE ${where.sql} ORDER BY key LIMIT ${where.param(query.limit + 1)}`,
     where.values,
   );
   return page(
     rows.map((row) => ({
-      key: row.key,
+      key: decodeKey(row.key),
       state: row.state,
       failures: row.failure_count,
       lastFailure: row.last_failure_time?.toISOString() ?? null,
@@ -160,14 +174,14 @@ export async function idempotency(session: PgSession, query: InspectQuery): Prom
   if (query.status !== undefined) where.conditions.push(`status = ${where.param(query.status)}`);
   if (query.olderThanMs !== undefined) where.conditions.push(`updated_at < now() - ${where.param(query.olderThanMs)} * interval '1 millisecond'`);
   const after = decodeCursor(query.cursor);
-  if (after) where.conditions.push(`key > ${where.param(after[0])}`);
+  if (after) where.conditions.push(`key > ${where.param(encodeKey(String(after[0])))}`);
   const rows = await session.read<{ key: string; status: string; age: number; expires_in: number | null }>(
     `SELECT key, status, ${ms('now() - updated_at')} AS age, ${ms('expires_at - now()')} AS expires_in
      FROM ${t} WHERE ${where.sql} ORDER BY key LIMIT ${where.param(query.limit + 1)}`,
     where.values,
   );
   return page(
-    rows.map((row) => ({ key: row.key, status: row.status, ageMs: row.age, expiresInMs: row.expires_in })),
+    rows.map((row) => ({ key: decodeKey(row.key), status: row.status, ageMs: row.age, expiresInMs: row.expires_in })),
     query.limit,
     (row) => [row.key],
   );
