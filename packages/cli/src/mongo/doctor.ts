@@ -11,11 +11,11 @@ import type { MongoSession } from './backend.js';
 
 export async function doctor(session: MongoSession, _options: DoctorOptions): Promise<Finding[]> {
   const findings: Finding[] = [];
-  urlFindings(findings, session.url);
   const hello = (await session.db.admin().command({ hello: 1 })) as Document;
   const build = (await session.db.admin().command({ buildInfo: 1 }).catch(() => ({}))) as Document;
   const topology = hello.msg === 'isdbgrid' ? 'sharded cluster (mongos)' : hello.setName ? `replica set ${hello.setName}` : 'standalone server';
   findings.push({ severity: 'ok', check: 'connection', message: `MongoDB-wire server ${build.version ?? '(version unknown)'}, ${topology}, database ${session.db.databaseName}` });
+  urlFindings(findings, session.url);
   if (!hello.setName && hello.msg !== 'isdbgrid') {
     findings.push({
       severity: 'warn',
