@@ -3,10 +3,10 @@ import { chmodSync, chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
 import { connect, grantsSql } from '@stowage/postgres';
-import { findPgBouncer, findPostgresServer, startEmbeddedPostgres, type FoundBackend } from '@stowage/test-env';
+import { findPgBouncer, findPostgresServer, type FoundBackend } from '@stowage/test-env';
 import { stowage, unique } from './support.js';
 
 /*
@@ -138,7 +138,7 @@ describe('doctor: PgBouncer and LISTEN', () => {
 });
 
 describe.each([
-  ['PGlite', () => startEmbeddedPostgres({ maxConnections: 4 })],
+  ['PGlite', async (): Promise<FoundBackend> => ({ url: inject('pgliteUrl'), source: 'embedded', label: 'PGlite', stop: async () => {} })],
   ['server', async () => ({ ...server, stop: async () => {} })],
 ] as const)('doctor and adopt: awaitly-postgres tables on %s', (_name, start) => {
   let backend: FoundBackend;
