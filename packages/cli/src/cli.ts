@@ -9,7 +9,7 @@ import { COLUMNS } from './views.js';
 const USAGE = `stowage — inspect, diagnose and adopt stowage's tables and collections
 
 Usage:
-  stowage inspect [workflows|locks|breakers|idempotency] [options]   read-only views
+  stowage inspect [workflows|locks|breakers|idempotency|processes|caches] [options]
   stowage inspect workflow <id> [--namespace <prefix>]               one workflow's steps
   stowage doctor [<url>] [--listen-url <url>]                        check a deployment
   stowage adopt [<url>] --dry-run | --apply [--yes] [--key-prefix p] awaitly / go-go-scope tables
@@ -31,7 +31,8 @@ Inspect:
   --prefix <text>        keys / workflow ids starting with <text> (literal)
   --namespace <prefix>   workflows of this store prefix only
   --status <s>           workflows: running|completed|failed; locks: held (default)|expired|all;
-                         breakers: closed|open|half-open; idempotency: in-flight|completed
+                         breakers: closed|open|half-open; idempotency: in-flight|completed;
+                         processes: a state
   --older-than <d>       not written (locks: acquired) for <d>: 500ms, 30s, 10m, 2h, 7d
   --limit <n>            rows per page (default 50)
   --after <cursor>       the next page (printed under a full page)

@@ -3,8 +3,8 @@
  * time, and the findings of `doctor`. The CLI, `--json` and the web page print these shapes.
  */
 
-export type Section = 'workflows' | 'locks' | 'breakers' | 'idempotency';
-export const SECTIONS: readonly Section[] = ['workflows', 'locks', 'breakers', 'idempotency'];
+export type Section = 'workflows' | 'locks' | 'breakers' | 'idempotency' | 'processes' | 'caches';
+export const SECTIONS: readonly Section[] = ['workflows', 'locks', 'breakers', 'idempotency', 'processes', 'caches'];
 
 /** One awaitly workflow snapshot (a row of the snapshot table or collection). */
 export interface WorkflowRow {
@@ -47,7 +47,28 @@ export interface IdempotencyRow {
   expiresInMs: number | null;
 }
 
+/** The items of one state of one process (state machines), counted. */
+export interface ProcessRow {
+  process: string;
+  state: string;
+  items: number;
+  /** Items whose lease (a worker handling them) is live. */
+  leased: number;
+  /** The longest an item of this state has been there: its entry time (ISO). */
+  oldest: string | null;
+}
+
+/** The entries of one cache prefix, counted. */
+export interface CacheRow {
+  prefix: string;
+  entries: number;
+  /** Expired, invisible to the cache, not swept yet. */
+  expired: number;
+}
+
 export interface RowOf {
+  processes: ProcessRow;
+  caches: CacheRow;
   workflows: WorkflowRow;
   locks: LockRow;
   breakers: BreakerRow;

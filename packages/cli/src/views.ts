@@ -1,5 +1,5 @@
 import { duration, type Column } from './output.js';
-import type { BreakerRow, IdempotencyRow, LockRow, RowOf, Section, WorkflowRow } from './model.js';
+import type { BreakerRow, CacheRow, IdempotencyRow, LockRow, ProcessRow, RowOf, Section, WorkflowRow } from './model.js';
 
 /** The columns of each view in a table for people (`--json` prints the rows as they are). */
 export const COLUMNS: { [S in Section]: Column<RowOf[S]>[] } = {
@@ -31,5 +31,17 @@ export const COLUMNS: { [S in Section]: Column<RowOf[S]>[] } = {
     { title: 'STATUS', value: (row) => row.status },
     { title: 'AGE', value: (row) => duration(row.ageMs) },
     { title: 'EXPIRES IN', value: (row) => (row.expiresInMs === null ? 'never' : duration(row.expiresInMs)) },
+  ],
+  processes: [
+    { title: 'PROCESS', value: (row: ProcessRow) => row.process },
+    { title: 'STATE', value: (row) => row.state },
+    { title: 'ITEMS', value: (row) => String(row.items) },
+    { title: 'LEASED', value: (row) => String(row.leased) },
+    { title: 'OLDEST', value: (row) => row.oldest ?? '-' },
+  ],
+  caches: [
+    { title: 'PREFIX', value: (row: CacheRow) => row.prefix || '-' },
+    { title: 'ENTRIES', value: (row) => String(row.entries) },
+    { title: 'EXPIRED, NOT SWEPT', value: (row) => String(row.expired) },
   ],
 };

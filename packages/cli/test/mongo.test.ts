@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoClient } from 'mongodb';
-import { MongoCircuitBreakerStore, MongoIdempotencyStore, MongoLockProvider, mongo } from '@stowage/mongo';
+import { MongoCacheProvider, MongoCircuitBreakerStore, MongoIdempotencyStore, MongoLockProvider, createMongoProcessBackend, mongo } from '@stowage/mongo';
 import { findMongoServer, startJongodb, type FoundBackend } from '@stowage/test-env';
 import { snapshot, stowage, unique } from './support.js';
 
@@ -36,7 +36,12 @@ describe.each([
     for (let i = 0; i < 2; i++) await breakers.recordFailure('payments-api', 2, { cooldown: 60_000 });
     const idempotency = new MongoIdempotencyStore(on);
     await idempotency.reserve('charge:order-1', 600_000);
-    await Promise.all([store, orders, locks, breakers, idempotency].map((each) => each.close()));
+    const processes = createMongoProcessBackend(on);
+    await processes.createItem({ process: 'devices', id: 'd-1', state: 'new', data: {} });
+    await processes.createItem({ process: 'devices', id: 'd-2', state: 'active', data: {} });
+    const cache = new MongoCacheProvider({ ...on, prefix: 'users:' });
+    await cache.set('1', { name: 'a' }, 600_000);
+    await Promise.all([store, orders, locks, breakers, idempotency, processes, cache].map((each) => each.close()));
     client = new MongoClient(url);
     await client.connect();
   });
@@ -55,15 +60,22 @@ describe.each([
     return JSON.parse(result.stdout);
   };
 
-  it('inspect: workflows with status, last step and lease; locks, breakers, idempotency', async () => {
-    const [workflows, failed, paged, locks, breakers, records] = await Promise.all([
+  it('inspect: workflows with status, last step and lease; locks, breakers, idempotency, processes, caches', async () => {
+    const [workflows, failed, paged, locks, breakers, records, processes, caches] = await Promise.all([
       inspect('workflows'),
       inspect('workflows', '--status', 'failed', '--namespace', 'orders:', '--prefix', 'o-2'),
       stowage(['inspect', 'workflows', '--url', url, '--db', database, '--json', '--all', '--limit', '2']),
       inspect('locks'),
       inspect('breakers'),
       inspect('idempotency'),
+      inspect('processes'),
+      inspect('caches'),
     ]);
+    expect(processes.items).toEqual([
+      { process: 'devices', state: 'active', items: 1, leased: 0, oldest: expect.any(String) },
+      { process: 'devices', state: 'new', items: 1, leased: 0, oldest: expect.any(String) },
+    ]);
+    expect(caches.items).toEqual([{ prefix: 'users:', entries: 1, expired: 0 }]);
     const byId = Object.fromEntries(workflows.items.map((row: { namespace: string; id: string }) => [row.namespace + row.id, row]));
     expect(Object.keys(byId)).toEqual(['wf-done', 'wf-running', 'orders:o-0', 'orders:o-1', 'orders:o-2', 'orders:o-3']);
     expect(byId['wf-running']).toMatchObject({ status: 'running', lastStep: 'charge', steps: 1, leaseOwner: null });

@@ -44,6 +44,13 @@ describe.each(backends)('inspect on %s', (_name, find, cases) => {
     await idempotency.reserve('charge:order-1', 600_000);
     const done = await idempotency.reserve('charge:order-2', 600_000);
     if (done.status === 'acquired') await idempotency.complete('charge:order-2', done.token, { receipt: 2 }, 3_600_000);
+    const processes = db.process();
+    await processes.createItem({ process: 'devices', id: 'd-1', state: 'new', data: {} });
+    await processes.createItem({ process: 'devices', id: 'd-2', state: 'new', data: {} });
+    await processes.createItem({ process: 'devices', id: 'd-3', state: 'active', data: {} });
+    const cache = db.cache({ prefix: 'users:' });
+    await cache.set('1', { name: 'a' }, 600_000);
+    await cache.set('2', { name: 'b' }, 1);
     await db.close();
   });
 
@@ -97,13 +104,21 @@ describe.each(backends)('inspect on %s', (_name, find, cases) => {
     expect(second.items.map((row: { id: string }) => row.id)).toEqual(['o-0', 'o-1', 'o-2']);
   });
 
-  it('shows locks held with owner, fence and expiry, breakers and idempotency records', async () => {
-    const [locksRun, breakersRun, openRun, recordsRun] = await Promise.all([
+  it('shows locks held with owner, fence and expiry, breakers, idempotency records, process items per state and caches', async () => {
+    const [locksRun, breakersRun, openRun, recordsRun, processesRun, cachesRun] = await Promise.all([
       run('locks', '--json'),
       run('breakers', '--json'),
       run('breakers', '--json', '--status', 'open'),
       run('idempotency', '--json'),
+      run('processes', '--json'),
+      run('caches', '--json'),
     ]);
+    expect(JSON.parse(processesRun.stdout).items).toEqual([
+      { process: 'devices', state: 'active', items: 1, leased: 0, oldest: expect.any(String) },
+      { process: 'devices', state: 'new', items: 2, leased: 0, oldest: expect.any(String) },
+    ]);
+    // The entry written with a 1 ms ttl has expired; the sweeper has not removed it (the store closed at once).
+    expect(JSON.parse(cachesRun.stdout).items).toEqual([{ prefix: 'users:', entries: 2, expired: 1 }]);
     const locks = JSON.parse(locksRun.stdout).items;
     expect(locks.filter((row: { table: string }) => row.table === 'locks')).toEqual([
       expect.objectContaining({ key: 'report:nightly', owner: 'worker-a', fence: expect.stringMatching(/^\d+$/) }),

@@ -5,10 +5,12 @@ import {
   describeSnapshot,
   encodeCursor,
   type BreakerRow,
+  type CacheRow,
   type IdempotencyRow,
   type InspectQuery,
   type LockRow,
   type Page,
+  type ProcessRow,
   type WorkflowRow,
 } from '../model.js';
 import type { MongoSession } from './backend.js';
@@ -171,4 +173,43 @@ export async function idempotency(session: MongoSession, query: InspectQuery): P
     return { key: doc._id as string, status: String(doc.status), ageMs: null, expiresInMs: until === null ? null : until.getTime() - now.getTime() };
   });
   return pageOf(result, (id) => [id]);
+}
+
+/**
+ * Items per process and state (the current version of each item), with the oldest entry. The
+ * documents stream through in batches and only the groups are kept.
+ */
+export async function processes(session: MongoSession, query: InspectQuery): Promise<Page<ProcessRow>> {
+  if (query.olderThanMs !== undefined) noWriteTime('process (use --status)');
+  const now = await session.now();
+  const filter: Filter<Keyed> = { current: true };
+  if (query.status !== undefined) filter.state = query.status;
+  const groups = new Map<string, ProcessRow>();
+  for await (const doc of collectionOf(session, session.collections.process!).find(filter).batchSize(1000)) {
+    if (typeof doc.process !== 'string' || (query.prefix !== undefined && !doc.process.startsWith(query.prefix))) continue;
+    const key = `${doc.process}\u0000${doc.state}`;
+    const group = groups.get(key) ?? { process: doc.process, state: String(doc.state), items: 0, leased: 0, oldest: null };
+    group.items++;
+    if (asDate(doc.leaseUntil) !== null && (doc.leaseUntil as Date) > now) group.leased++;
+    const at = asDate(doc.at)?.toISOString() ?? null;
+    if (at !== null && (group.oldest === null || at < group.oldest)) group.oldest = at;
+    groups.set(key, group);
+  }
+  return { items: [...groups.values()].sort((a, b) => (a.process === b.process ? (a.state < b.state ? -1 : 1) : a.process < b.process ? -1 : 1)), nextCursor: null };
+}
+
+/** Entries per cache prefix (`_id` = prefix + U+0000 + key), and the expired ones the TTL monitor has not removed yet. */
+export async function caches(session: MongoSession, query: InspectQuery): Promise<Page<CacheRow>> {
+  const now = await session.now();
+  const groups = new Map<string, CacheRow>();
+  for await (const doc of collectionOf(session, session.collections.cache!).find(idRange(query.prefix ?? '')).batchSize(1000)) {
+    if (typeof doc._id !== 'string') continue;
+    const prefix = doc._id.slice(0, Math.max(0, doc._id.indexOf('\u0000')));
+    const group = groups.get(prefix) ?? { prefix, entries: 0, expired: 0 };
+    group.entries++;
+    const expiresAt = asDate(doc.expiresAt);
+    if (expiresAt !== null && expiresAt <= now) group.expired++;
+    groups.set(prefix, group);
+  }
+  return { items: [...groups.values()].sort((a, b) => (a.prefix < b.prefix ? -1 : 1)), nextCursor: null };
 }

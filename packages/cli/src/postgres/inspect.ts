@@ -1,4 +1,4 @@
-import { decodeCursor, encodeCursor, type BreakerRow, type IdempotencyRow, type InspectQuery, type LockRow, type Page, type WorkflowRow } from '../model.js';
+import { decodeCursor, encodeCursor, type BreakerRow, type CacheRow, type ProcessRow, type IdempotencyRow, type InspectQuery, type LockRow, type Page, type WorkflowRow } from '../model.js';
 import type { PgSession } from './connection.js';
 
 /*
@@ -185,4 +185,37 @@ export async function idempotency(session: PgSession, query: InspectQuery): Prom
     query.limit,
     (row) => [row.key],
   );
+}
+
+/**
+ * Items per process and state, with the oldest entry: one row per group (counting reads each
+ * item's index entry once, on the server; nothing comes to the client but the groups).
+ */
+export async function processes(session: PgSession, query: InspectQuery): Promise<Page<ProcessRow>> {
+  const t = session.tables.processItems!;
+  if (!(await session.existing([t])).has(t)) return missing(t);
+  const where = new Where();
+  if (query.prefix !== undefined) startsWith(where, 'process', query.prefix);
+  if (query.status !== undefined) where.conditions.push(`state = ${where.param(query.status)}`);
+  if (query.olderThanMs !== undefined) where.conditions.push(`updated_at < now() - ${where.param(query.olderThanMs)} * interval '1 millisecond'`);
+  const rows = await session.read<{ process: string; state: string; items: number; leased: number; oldest: Date | null }>(
+    `SELECT process, state, count(*)::int AS items, (count(*) FILTER (WHERE lease_until > now()))::int AS leased, min(updated_at) AS oldest
+     FROM ${t} WHERE ${where.sql} GROUP BY process, state ORDER BY process, state`,
+    where.values,
+  );
+  return { items: rows.map((row) => ({ ...row, oldest: row.oldest?.toISOString() ?? null })), nextCursor: null };
+}
+
+/** Entries per cache prefix, and how many of them expired without being swept yet. */
+export async function caches(session: PgSession, query: InspectQuery): Promise<Page<CacheRow>> {
+  const t = session.tables.cache!;
+  if (!(await session.existing([t])).has(t)) return missing(t);
+  const where = new Where();
+  if (query.prefix !== undefined) startsWith(where, 'prefix', query.prefix);
+  const rows = await session.read<{ prefix: string; entries: number; expired: number }>(
+    `SELECT prefix, count(*)::int AS entries, (count(*) FILTER (WHERE expires_at <= now()))::int AS expired
+     FROM ${t} WHERE ${where.sql} GROUP BY prefix ORDER BY prefix`,
+    where.values,
+  );
+  return { items: rows, nextCursor: null };
 }
