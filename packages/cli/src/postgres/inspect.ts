@@ -1,5 +1,5 @@
 import { decodeCursor, encodeCursor, type BreakerRow, type CacheRow, type ProcessRow, type IdempotencyRow, type InspectQuery, type LockRow, type Page, type WorkflowRow } from '../model.js';
-import type { PgSession } from './connection.js';
+import type { PgSession, Tables } from './connection.js';
 
 /*
  * The views of `stowage inspect` on PostgreSQL, read straight from the stores' tables (layout:
@@ -57,11 +57,13 @@ function missing<T>(table: string): Page<T> {
   return { items: [], nextCursor: null, note: `table ${table} does not exist (no store has used it yet)` };
 }
 
-export async function workflows(session: PgSession, query: InspectQuery): Promise<Page<WorkflowRow>> {
-  const t = session.tables.snapshots!;
-  const locks = session.tables.workflowLocks!;
-  const present = await session.existing([t, locks]);
-  if (!present.has(t)) return missing(t);
+/**
+ * One page of workflows: the snapshot rows after the cursor in primary-key order `(prefix, id)`,
+ * each with its live lease. Exported for the test that checks its plan (an index scan that
+ * stops after the page, wherever the cursor points).
+ */
+export function workflowsQuery(tables: Tables, hasLeases: boolean, query: InspectQuery): { text: string; values: unknown[] } {
+  const t = tables.snapshots!;
   const where = new Where();
   if (query.namespace !== undefined) where.conditions.push(`s.prefix = ${where.param(query.namespace)}`);
   if (query.prefix !== undefined) startsWith(where, 's.id', query.prefix);
@@ -72,18 +74,26 @@ export async function workflows(session: PgSession, query: InspectQuery): Promis
   const after = decodeCursor(query.cursor);
   if (after) where.conditions.push(`(s.prefix, s.id) > (${where.param(after[0])}, ${where.param(encodeKey(String(after[1])))})`);
   // A lease of a store with a prefix is keyed `prefix + U+0000 + id`, stored with U+0000 escaped as U+0001 '0'.
-  const lease = present.has(locks)
-    ? `LEFT JOIN ${locks} AS l ON l.key = CASE WHEN s.prefix = '' THEN s.id ELSE s.prefix || chr(1) || '0' || s.id END AND l.expires_at > now()`
+  const lease = hasLeases
+    ? `LEFT JOIN ${tables.workflowLocks} AS l ON l.key = CASE WHEN s.prefix = '' THEN s.id ELSE s.prefix || chr(1) || '0' || s.id END AND l.expires_at > now()`
     : 'LEFT JOIN (SELECT NULL::text AS owner, NULL::timestamptz AS expires_at) AS l ON FALSE';
   const steps = `CASE WHEN json_typeof(${doc} -> 'steps') = 'object' THEN ${doc} -> 'steps' END`;
-  const rows = await session.read<{ prefix: string; id: string; status: string | null; current: string | null; steps: number; last: string | null; updated_at: Date; owner: string | null; expires_in: number | null }>(
-    `SELECT s.prefix, s.id, ${doc} -> 'execution' ->> 'status' AS status, ${doc} -> 'execution' ->> 'currentStepId' AS current,
+  const text = `SELECT s.prefix, s.id, ${doc} -> 'execution' ->> 'status' AS status, ${doc} -> 'execution' ->> 'currentStepId' AS current,
        (SELECT count(*)::int FROM json_object_keys(${steps})) AS steps,
        (SELECT k FROM json_object_keys(${steps}) WITH ORDINALITY AS x(k, n) ORDER BY n DESC LIMIT 1) AS last,
        s.updated_at, l.owner, ${ms('l.expires_at - now()')} AS expires_in
      FROM ${t} AS s ${lease}
-     WHERE ${where.sql} ORDER BY s.prefix, s.id LIMIT ${where.param(query.limit + 1)}`,
-    where.values,
+     WHERE ${where.sql} ORDER BY s.prefix, s.id LIMIT ${where.param(query.limit + 1)}`;
+  return { text, values: where.values };
+}
+
+export async function workflows(session: PgSession, query: InspectQuery): Promise<Page<WorkflowRow>> {
+  const present = await session.existing([session.tables.snapshots!, session.tables.workflowLocks!]);
+  if (!present.has(session.tables.snapshots!)) return missing(session.tables.snapshots!);
+  const { text, values } = workflowsQuery(session.tables, present.has(session.tables.workflowLocks!), query);
+  const rows = await session.read<{ prefix: string; id: string; status: string | null; current: string | null; steps: number; last: string | null; updated_at: Date; owner: string | null; expires_in: number | null }>(
+    text,
+    values,
   );
   return page(
     rows.map((row) => ({
