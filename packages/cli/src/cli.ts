@@ -30,6 +30,8 @@ Adopt:
 Inspect:
   --prefix <text>        keys / workflow ids starting with <text> (literal)
   --namespace <prefix>   workflows of this store prefix only
+  --kv                   workflows of createPostgresPersistence / createMongoPersistence (the
+                         key-value table; --namespace is its prefix, default workflow:state:)
   --status <s>           workflows: running|completed|failed; locks: held (default)|expired|all;
                          breakers: closed|open|half-open; idempotency: in-flight|completed;
                          processes: a state
@@ -55,6 +57,7 @@ const OPTIONS = {
   limit: { type: 'string' },
   after: { type: 'string' },
   all: { type: 'boolean' },
+  kv: { type: 'boolean' },
   json: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
   'key-prefix': { type: 'string' },
@@ -119,7 +122,7 @@ function inspectQuery(values: Values): InspectQuery {
     olderThanMs = parseDuration(values['older-than']);
     if (olderThanMs === undefined) usageError(`--older-than takes a duration such as 30s, 10m, 2h or 7d, got ${JSON.stringify(values['older-than'])}`);
   }
-  return { prefix: values.prefix, namespace: values.namespace, status: values.status, olderThanMs, limit, cursor: values.after };
+  return { prefix: values.prefix, namespace: values.namespace, status: values.status, olderThanMs, limit, cursor: values.after, kv: values.kv };
 }
 
 async function inspect(backend: Backend, args: string[], values: Values): Promise<number> {

@@ -87,6 +87,27 @@ export interface InspectQuery {
   limit: number;
   /** From a previous page's `nextCursor`. */
   cursor?: string;
+  /**
+   * Workflows kept by createPostgresPersistence / createMongoPersistence (awaitly's key-value
+   * layout: one JSON value under `prefix + id` in the key-value table) instead of a snapshot store.
+   */
+  kv?: boolean;
+}
+
+/** The key prefix of awaitly's key-value persistence (and of createStatePersistence). */
+export const DEFAULT_STATE_PREFIX = 'workflow:state:';
+
+/** A row of a snapshot kept as JSON text: its `WorkflowRow`, or `undefined` when `status` filters it out. */
+export function workflowRow(namespace: string, id: string, json: string, updatedAt: Date | null, status: string | undefined): WorkflowRow | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch {
+    parsed = null;
+  }
+  const described = describeSnapshot(parsed);
+  if (status !== undefined && described.status !== status) return undefined;
+  return { namespace, id, ...described, updatedAt: (updatedAt ?? new Date(0)).toISOString(), leaseOwner: null, leaseExpiresInMs: null };
 }
 
 export interface Page<T> {

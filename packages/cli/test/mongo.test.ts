@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoClient } from 'mongodb';
-import { MongoCacheProvider, MongoCircuitBreakerStore, MongoIdempotencyStore, MongoLockProvider, createMongoProcessBackend, mongo } from '@stowage/mongo';
+import { MongoCacheProvider, createMongoPersistence, MongoCircuitBreakerStore, MongoIdempotencyStore, MongoLockProvider, createMongoProcessBackend, mongo } from '@stowage/mongo';
 import { findMongoServer, startJongodb, type FoundBackend } from '@stowage/test-env';
 import { snapshot, stowage, unique } from './support.js';
 
@@ -41,7 +41,9 @@ describe.each([
     await processes.createItem({ process: 'devices', id: 'd-2', state: 'active', data: {} });
     const cache = new MongoCacheProvider({ ...on, prefix: 'users:' });
     await cache.set('1', { name: 'a' }, 600_000);
-    await Promise.all([store, orders, locks, breakers, idempotency, processes, cache].map((each) => each.close()));
+    const persistence = await createMongoPersistence(on);
+    await persistence.save('kv-a', snapshot('running', ['one'], 'two'));
+    await Promise.all([store, orders, locks, breakers, idempotency, processes, cache, persistence].map((each) => each.close()));
     client = new MongoClient(url);
     await client.connect();
   });
@@ -61,7 +63,7 @@ describe.each([
   };
 
   it('inspect: workflows with status, last step and lease; locks, breakers, idempotency, processes, caches', async () => {
-    const [workflows, failed, paged, locks, breakers, records, processes, caches] = await Promise.all([
+    const [workflows, failed, paged, locks, breakers, records, processes, caches, state] = await Promise.all([
       inspect('workflows'),
       inspect('workflows', '--status', 'failed', '--namespace', 'orders:', '--prefix', 'o-2'),
       stowage(['inspect', 'workflows', '--url', url, '--db', database, '--json', '--all', '--limit', '2']),
@@ -70,7 +72,9 @@ describe.each([
       inspect('idempotency'),
       inspect('processes'),
       inspect('caches'),
+      inspect('workflows', '--kv'),
     ]);
+    expect(state.items).toEqual([expect.objectContaining({ namespace: 'workflow:state:', id: 'kv-a', status: 'running', lastStep: 'two', steps: 1 })]);
     expect(processes.items).toEqual([
       { process: 'devices', state: 'active', items: 1, leased: 0, oldest: expect.any(String) },
       { process: 'devices', state: 'new', items: 1, leased: 0, oldest: expect.any(String) },

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
-import { connect } from '@stowage/postgres';
+import { connect, createPostgresPersistence } from '@stowage/postgres';
 import { findPgBouncer, findPostgresServer, type FoundBackend } from '@stowage/test-env';
 import { snapshot, stowage, unique } from './support.js';
 
@@ -52,6 +52,11 @@ describe.each(backends)('inspect on %s', (_name, find, cases) => {
     await cache.set('1', { name: 'a' }, 600_000);
     await cache.set('2', { name: 'b' }, 1);
     await db.close();
+    // awaitly's key-value layout (seed 002): one JSON value per workflow under `workflow:state:`.
+    const persistence = await createPostgresPersistence({ url, schema });
+    await persistence.save('kv-a', snapshot('completed', ['one']));
+    await persistence.save('kv-b', snapshot('running', ['one', 'two'], 'three'));
+    await persistence.close();
   });
 
   afterAll(async () => {
@@ -77,6 +82,15 @@ describe.each(backends)('inspect on %s', (_name, find, cases) => {
     expect(byId['orders:o-1'].leaseOwner).toEqual(expect.any(String));
     expect(byId['orders:o-1'].leaseExpiresInMs).toBeGreaterThan(500_000);
     expect(byId['orders:o-2'].leaseOwner).toBeNull();
+  });
+
+  it('lists the workflows of createPostgresPersistence (--kv)', async () => {
+    const [all, running] = await Promise.all([run('workflows', '--kv', '--json'), run('workflows', '--kv', '--json', '--status', 'running', '--limit', '1')]);
+    expect(JSON.parse(all.stdout).items).toEqual([
+      expect.objectContaining({ namespace: 'workflow:state:', id: 'kv-a', status: 'completed', lastStep: 'one', steps: 1 }),
+      expect.objectContaining({ namespace: 'workflow:state:', id: 'kv-b', status: 'running', lastStep: 'three', steps: 2 }),
+    ]);
+    expect(JSON.parse(running.stdout)).toEqual({ items: [expect.objectContaining({ id: 'kv-b' })], nextCursor: null });
   });
 
   it.runIf(cases === 'all')('filters by status, namespace, id prefix and age', async () => {

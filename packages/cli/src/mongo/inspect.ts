@@ -1,8 +1,8 @@
 import { StowageError } from '@stowage/core';
 import type { Collection, Document, Filter } from 'mongodb';
 import {
+  DEFAULT_STATE_PREFIX,
   decodeCursor,
-  describeSnapshot,
   encodeCursor,
   type BreakerRow,
   type CacheRow,
@@ -12,6 +12,7 @@ import {
   type Page,
   type ProcessRow,
   type WorkflowRow,
+  workflowRow,
 } from '../model.js';
 import type { MongoSession } from './backend.js';
 
@@ -79,6 +80,7 @@ function noWriteTime(view: string): never {
 
 export async function workflows(session: MongoSession, query: InspectQuery): Promise<Page<WorkflowRow>> {
   const now = await session.now();
+  if (query.kv) return stateWorkflows(session, query, now);
   // A snapshot is `{ _id: prefix + U+0000 + id, ns: prefix, value: JSON text, … }`; a tombstone has no value.
   const filter: Filter<Keyed> = { value: { $type: 'string' } };
   if (query.namespace !== undefined) Object.assign(filter, idRange(`${query.namespace}\u0000${query.prefix ?? ''}`));
@@ -88,15 +90,7 @@ export async function workflows(session: MongoSession, query: InspectQuery): Pro
     const namespace = (doc._id as string).slice(0, split);
     const id = (doc._id as string).slice(split + 1);
     if (split < 0 || (query.prefix !== undefined && !id.startsWith(query.prefix))) return undefined;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(doc.value as string);
-    } catch {
-      parsed = null;
-    }
-    const described = describeSnapshot(parsed);
-    if (query.status !== undefined && described.status !== query.status) return undefined;
-    return { namespace, id, ...described, updatedAt: (asDate(doc.updatedAt) ?? new Date(0)).toISOString(), leaseOwner: null, leaseExpiresInMs: null } as WorkflowRow;
+    return workflowRow(namespace, id, doc.value as string, asDate(doc.updatedAt), query.status);
   });
   // The leases of the page, in one query: keyed `id` without a prefix, `prefix + U+0000 + id` with one.
   const leaseKey = (row: WorkflowRow) => (row.namespace === '' ? row.id : `${row.namespace}\u0000${row.id}`);
@@ -212,4 +206,21 @@ export async function caches(session: MongoSession, query: InspectQuery): Promis
     groups.set(prefix, group);
   }
   return { items: [...groups.values()].sort((a, b) => (a.prefix < b.prefix ? -1 : 1)), nextCursor: null };
+}
+
+/**
+ * Workflows of createMongoPersistence: key-value documents `{ _id: prefix + id, value: JSON
+ * text }` under the persistence's prefix (`--namespace`, default `workflow:state:`), live ones.
+ */
+async function stateWorkflows(session: MongoSession, query: InspectQuery, now: Date): Promise<Page<WorkflowRow>> {
+  const namespace = query.namespace ?? DEFAULT_STATE_PREFIX;
+  const filter: Filter<Keyed> = { value: { $type: 'string' }, ...idRange(namespace + (query.prefix ?? '')) };
+  if (query.olderThanMs !== undefined) filter.updatedAt = { $lt: new Date(now.getTime() - query.olderThanMs) };
+  const after = decodeCursor(query.cursor)?.[0] as string | undefined;
+  const result = await scan(session, session.collections.kv!, filter, after === undefined ? undefined : namespace + after, query.limit, (doc) => {
+    const expiresAt = asDate(doc.expiresAt);
+    if (expiresAt !== null && expiresAt <= now) return undefined;
+    return workflowRow(namespace, doc._id.slice(namespace.length), doc.value as string, asDate(doc.updatedAt), query.status);
+  });
+  return pageOf(result, (id) => [id.slice(namespace.length)]);
 }

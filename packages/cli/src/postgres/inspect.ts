@@ -1,4 +1,4 @@
-import { decodeCursor, encodeCursor, type BreakerRow, type CacheRow, type ProcessRow, type IdempotencyRow, type InspectQuery, type LockRow, type Page, type WorkflowRow } from '../model.js';
+import { DEFAULT_STATE_PREFIX, decodeCursor, encodeCursor, workflowRow, type BreakerRow, type CacheRow, type ProcessRow, type IdempotencyRow, type InspectQuery, type LockRow, type Page, type WorkflowRow } from '../model.js';
 import type { PgSession, Tables } from './connection.js';
 
 /*
@@ -88,6 +88,7 @@ export function workflowsQuery(tables: Tables, hasLeases: boolean, query: Inspec
 }
 
 export async function workflows(session: PgSession, query: InspectQuery): Promise<Page<WorkflowRow>> {
+  if (query.kv) return stateWorkflows(session, query);
   const present = await session.existing([session.tables.snapshots!, session.tables.workflowLocks!]);
   if (!present.has(session.tables.snapshots!)) return missing(session.tables.snapshots!);
   const { text, values } = workflowsQuery(session.tables, present.has(session.tables.workflowLocks!), query);
@@ -228,4 +229,37 @@ export async function caches(session: PgSession, query: InspectQuery): Promise<P
     where.values,
   );
   return { items: rows, nextCursor: null };
+}
+
+/**
+ * Workflows of createPostgresPersistence: the key-value rows under the persistence's prefix
+ * (`--namespace`, default `workflow:state:`), live ones, in key order. The status is read from
+ * the JSON text here, one batch of rows at a time.
+ */
+async function stateWorkflows(session: PgSession, query: InspectQuery): Promise<Page<WorkflowRow>> {
+  const t = session.tables.kv!;
+  if (!(await session.existing([t])).has(t)) return missing(t);
+  const namespace = query.namespace ?? DEFAULT_STATE_PREFIX;
+  const items: WorkflowRow[] = [];
+  let after = decodeCursor(query.cursor)?.[0] as string | undefined;
+  for (;;) {
+    const where = new Where();
+    where.conditions.push('(expires_at IS NULL OR expires_at > now())');
+    startsWith(where, 'key', namespace + (query.prefix ?? ''));
+    if (query.olderThanMs !== undefined) where.conditions.push(`updated_at < now() - ${where.param(query.olderThanMs)} * interval '1 millisecond'`);
+    if (after !== undefined) where.conditions.push(`key > ${where.param(encodeKey(namespace + after))}`);
+    const batch = query.limit + 1;
+    const rows = await session.read<{ key: string; value: string; updated_at: Date | null }>(
+      `SELECT key, value, updated_at FROM ${t} WHERE ${where.sql} ORDER BY key LIMIT ${where.param(batch)}`,
+      where.values,
+    );
+    for (const row of rows) {
+      const id = decodeKey(row.key).slice(namespace.length);
+      const item = workflowRow(namespace, id, row.value, row.updated_at, query.status);
+      if (item) items.push(item);
+      if (items.length > query.limit) return { items: items.slice(0, query.limit), nextCursor: encodeCursor([items[query.limit - 1]!.id]) };
+      after = id;
+    }
+    if (rows.length < batch) return { items, nextCursor: null };
+  }
 }
