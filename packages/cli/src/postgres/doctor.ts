@@ -78,8 +78,10 @@ type Route = { pooled: false } | { pooled: true; mode: 'session' | 'transaction'
  */
 async function route(url: string): Promise<Route> {
   const { default: driver } = await loadPeer<{ default: typeof pg }>('pg');
+  // A pooler with no server connection left makes a client wait (PgBouncer: query_wait_timeout);
+  // the probe's clients wait 5 s at most.
   const open = async () => {
-    const client = new driver.Client({ connectionString: url, application_name: 'stowage-cli', connectionTimeoutMillis: 10_000 });
+    const client = new driver.Client({ connectionString: url, application_name: 'stowage-cli', connectionTimeoutMillis: 10_000, query_timeout: 5_000 });
     client.on('error', () => undefined);
     await client.connect();
     return client;
@@ -95,8 +97,10 @@ async function route(url: string): Promise<Route> {
       others.push(other);
       try {
         await other.query('BEGIN');
-      } catch {
-        return { pooled: true, mode: 'statement' }; // "transaction blocks not allowed in statement pool mode"
+      } catch (error) {
+        // PgBouncer: "transaction blocks not allowed in statement pooling mode"
+        if (/statement pool/i.test((error as Error).message)) return { pooled: true, mode: 'statement' };
+        break; // no server connection for another client: ours stays ours
       }
       if ((await pidOf(other)) === pid) return { pooled: true, mode: 'transaction' };
     }
