@@ -121,6 +121,7 @@ describe.each([
     const [doctor, plan] = await Promise.all([stowage(['doctor', url, '--db', database]), stowage(['adopt', url, '--db', database, '--dry-run'])]);
     expect(doctor.stdout).toMatch(/^WARN {2}adoption: go_goscope_locks holds go-go-scope's own documents/m);
     expect(plan.stdout).toContain("go_goscope_locks: go-go-scope's lock collection, about 2 row(s)");
+    expect(plan.stdout).not.toContain('workflow_state'); // created by the stores: it has its index
     expect(plan.stdout).toContain('  - convert 2 document(s), 500 at a time');
     expect(plan.code).toBe(0);
     expect(await locks.countDocuments({ key: { $exists: true } })).toBe(2); // --dry-run changed nothing
@@ -135,5 +136,20 @@ describe.each([
     ]);
     const after = await stowage(['adopt', url, '--db', database, '--dry-run']);
     expect(after.stdout).toMatch(/^nothing to adopt/);
+  });
+
+  it.runIf(cases === 'all')("awaitly-mongo's workflow_state: adopt adds its index, its workflows list as they are", async () => {
+    const legacy = client.db(database).collection('legacy_state');
+    await legacy.insertOne({ _id: 'workflow:state:old-1' as never, value: JSON.stringify(snapshot('completed', ['a', 'b'])) });
+    const on = ['--url', url, '--db', database, '--table', 'kv=legacy_state'];
+    const plan = await stowage(['adopt', ...on.slice(1), '--dry-run']);
+    expect(plan.stdout).toContain("legacy_state: awaitly-mongo's key-value collection, about 1 row(s)\n  - create the index { updatedAt: -1, _id: 1 }");
+    const applied = await stowage(['adopt', ...on.slice(1), '--apply', '--yes']);
+    expect(applied.code).toBe(0);
+    const [after, workflows] = await Promise.all([stowage(['adopt', ...on.slice(1), '--dry-run']), stowage(['inspect', 'workflows', '--kv', '--json', ...on])]);
+    expect(after.stdout).not.toContain('legacy_state');
+    expect(JSON.parse(workflows.stdout).items).toEqual([
+      expect.objectContaining({ namespace: 'workflow:state:', id: 'old-1', status: 'completed', lastStep: 'b', updatedAt: '1970-01-01T00:00:00.000Z' }),
+    ]);
   });
 });
