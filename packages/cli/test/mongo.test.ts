@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoClient } from 'mongodb';
 import { MongoCacheProvider, createMongoPersistence, MongoCircuitBreakerStore, MongoIdempotencyStore, MongoLockProvider, createMongoProcessBackend, mongo } from '@stowage/mongo';
 import { findMongoServer, startJongodb, type FoundBackend } from '@stowage/test-env';
-import { snapshot, stowage, unique } from './support.js';
+import { snapshot, startUi, stowage, unique } from './support.js';
 
 /*
  * `stowage inspect`, `doctor` and `adopt` on MongoDB-wire servers: jongodb (a replica set) and
@@ -94,6 +94,17 @@ describe.each([
     ]);
     expect(breakers.items).toEqual([expect.objectContaining({ key: 'payments-api', state: 'open', failures: 2 })]);
     expect(records.items).toEqual([expect.objectContaining({ key: 'charge:order-1', status: 'in-flight', expiresInMs: expect.any(Number) })]);
+  });
+
+  it.runIf(cases === 'all')('ui: the page shows the workflows and locks (the browser test is ui.test.ts)', async () => {
+    const ui = await startUi(['--url', url, '--db', database]);
+    try {
+      const html = await (await fetch(ui.address)).text();
+      expect(html).toMatch(/<td><a href="\/workflow\?namespace=orders%3A&amp;id=o-1">o-1<\/a><\/td><td class="s-failed">failed<\/td>/);
+      expect(html).toMatch(/<td>report:nightly<\/td><td>worker-a<\/td>/);
+    } finally {
+      ui.stop();
+    }
   });
 
   it.runIf(cases === 'all')('doctor: readPreference other than primary and w=1 in the URL are errors', async () => {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
 import { connect, createPostgresPersistence } from '@stowage/postgres';
 import { findPgBouncer, findPostgresServer, type FoundBackend } from '@stowage/test-env';
-import { snapshot, stowage, unique } from './support.js';
+import { snapshot, startUi, stowage, unique } from './support.js';
 
 /*
  * `stowage inspect` against every PostgreSQL backend: data written by the real stores (in a
@@ -152,6 +152,17 @@ describe.each(backends)('inspect on %s', (_name, find, cases) => {
       expect.objectContaining({ key: 'charge:order-1', status: 'in-flight' }),
       expect.objectContaining({ key: 'charge:order-2', status: 'completed', expiresInMs: expect.any(Number) }),
     ]);
+  });
+
+  it.runIf(cases === 'all')('ui: the page shows the workflows and locks (the browser test is ui.test.ts)', async () => {
+    const ui = await startUi(['--url', url, '--schema', schema]);
+    try {
+      const html = await (await fetch(ui.address)).text();
+      expect(html).toMatch(/<td><a href="\/workflow\?namespace=&amp;id=wf-failed">wf-failed<\/a><\/td><td class="s-failed">failed<\/td>/);
+      expect(html).toMatch(/<td>report:nightly<\/td><td>worker-a<\/td>/);
+    } finally {
+      ui.stop();
+    }
   });
 
   it.runIf(cases === 'all')('prints a readable table, and one workflow with its steps', async () => {

@@ -1,5 +1,6 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 /** The built CLI (`pnpm test` builds it first: see turbo.json). */
@@ -36,4 +37,14 @@ export function snapshot(status: 'running' | 'completed' | 'failed', steps: stri
     steps: Object.fromEntries(steps.map((step) => [step, { ok: true as const, value: { step } }])),
     execution: { status, lastUpdated: new Date().toISOString(), ...(current ? { currentStepId: current } : {}) },
   };
+}
+
+/** `stowage ui …args --port 0` as a child process: the address it serves, and how to stop it. */
+export async function startUi(args: string[]): Promise<{ address: string; stop(): void }> {
+  const ui = spawn(process.execPath, [CLI, 'ui', ...args, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const address = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: ui.stdout }).once('line', (line) => resolve(/(http:\/\/\S+)/.exec(line)![1]!));
+    ui.once('exit', (code) => reject(new Error(`stowage ui exited with ${code}`)));
+  });
+  return { address, stop: () => ui.kill('SIGTERM') };
 }

@@ -1,13 +1,12 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { connect } from '@stowage/postgres';
 import { findPostgresServer, isCI, type FoundBackend } from '@stowage/test-env';
-import { CLI, snapshot, unique } from './support.js';
+import { snapshot, startUi, unique } from './support.js';
 
 /*
  * `stowage ui` in a real browser: Debian's `chromium`, headless, loads the page the CLI serves
@@ -36,7 +35,7 @@ function chromium(args: string[]): Promise<string> {
 
 describe.runIf(CHROMIUM)('stowage ui in headless chromium', () => {
   let server: FoundBackend;
-  let ui: ChildProcess;
+  let ui: { address: string; stop(): void } | undefined;
   let address: string;
   const schema = unique('cli_ui');
 
@@ -50,15 +49,12 @@ describe.runIf(CHROMIUM)('stowage ui in headless chromium', () => {
     await db.locks().acquire('nightly-report', 600_000, 'worker-a');
     for (let i = 0; i < 2; i++) await db.circuitBreaker().recordFailure('payments-api', 2, { cooldown: 60_000 });
     await db.close();
-    ui = spawn(process.execPath, [CLI, 'ui', '--url', server.url, '--schema', schema, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
-    address = await new Promise<string>((resolve, reject) => {
-      createInterface({ input: ui.stdout! }).once('line', (line) => resolve(/(http:\/\/\S+)/.exec(line)![1]!));
-      ui.once('exit', (code) => reject(new Error(`stowage ui exited with ${code}`)));
-    });
+    ui = await startUi(['--url', server.url, '--schema', schema]);
+    address = ui.address;
   });
 
   afterAll(async () => {
-    ui?.kill('SIGTERM');
+    ui?.stop();
     const client = new pg.Client(server.url);
     await client.connect();
     await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
