@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import { StowageError } from '@stowage/core';
 import { openBackend, type OpenOptions } from './backend.js';
-import { SECTIONS, type Backend, type Finding, type InspectQuery, type Section } from './model.js';
+import { SECTIONS, decodeCursor, type Backend, type Finding, type InspectQuery, type Section } from './model.js';
 import { parseDuration, print, printError, table } from './output.js';
 import { COLUMNS } from './views.js';
 
@@ -88,8 +88,10 @@ async function main(argv: string[]): Promise<number> {
     case 'adopt':
       return withBackend(values, rest[0], (backend) => adopt(backend, values));
     case 'ui': {
+      const port = values.port === undefined ? 4545 : Number(values.port);
+      if (!Number.isInteger(port) || port < 0 || port > 65_535) usageError('--port must be a port number (0: any free one)');
       const { serve } = await import('./ui.js');
-      return withBackend(values, undefined, (backend) => serve(backend, { port: values.port === undefined ? 4545 : Number(values.port) }));
+      return withBackend(values, undefined, (backend) => serve(backend, { port }));
     }
     default:
       return usageError(`unknown command ${JSON.stringify(command)}`);
@@ -122,6 +124,7 @@ function inspectQuery(values: Values): InspectQuery {
     olderThanMs = parseDuration(values['older-than']);
     if (olderThanMs === undefined) usageError(`--older-than takes a duration such as 30s, 10m, 2h or 7d, got ${JSON.stringify(values['older-than'])}`);
   }
+  decodeCursor(values.after); // a cursor that is none fails here, before anything is read
   return { prefix: values.prefix, namespace: values.namespace, status: values.status, olderThanMs, limit, cursor: values.after, kv: values.kv };
 }
 
@@ -129,6 +132,7 @@ async function inspect(backend: Backend, args: string[], values: Values): Promis
   const [what = 'workflows', id] = args;
   if (what === 'workflow') {
     if (id === undefined) usageError('inspect workflow takes an id');
+    if (values.kv) usageError('inspect workflow <id> reads a snapshot store; for --kv use inspect workflows --kv --prefix <id> --json');
     const snapshot = await backend.workflow(values.namespace ?? '', id);
     if (snapshot === null) {
       printError(`no workflow ${JSON.stringify(id)} under namespace ${JSON.stringify(values.namespace ?? '')}`);
@@ -139,6 +143,7 @@ async function inspect(backend: Backend, args: string[], values: Values): Promis
   }
   if (!SECTIONS.includes(what as Section)) usageError(`inspect shows ${SECTIONS.join(', ')} or workflow <id>, not ${JSON.stringify(what)}`);
   const section = what as Section;
+  if (section === 'locks' && values.status !== undefined && !['held', 'expired', 'all'].includes(values.status)) usageError('--status of locks: held, expired or all');
   const query = inspectQuery(values);
   for (let first = true; ; first = false) {
     const page = await backend.inspect(section, query);

@@ -1,3 +1,5 @@
+import { StowageError } from '@stowage/core';
+
 /**
  * What every backend answers, whatever the database: the rows of each view, one page at a
  * time, and the findings of `doctor`. The CLI, `--json` and the web page print these shapes.
@@ -165,8 +167,15 @@ export function encodeCursor(key: unknown[]): string {
 
 export function decodeCursor(cursor: string | undefined): unknown[] | undefined {
   if (cursor === undefined) return undefined;
-  const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString());
-  if (!Array.isArray(parsed)) throw new Error('not a cursor');
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+  } catch {
+    parsed = undefined;
+  }
+  if (!Array.isArray(parsed) || !parsed.every((part) => typeof part === 'string')) {
+    throw new StowageError('E_INVALID_OPTION', `--after takes the cursor a page printed (its "more: --after …" line or nextCursor), got ${JSON.stringify(cursor)}`);
+  }
   return parsed;
 }
 

@@ -235,6 +235,30 @@ describe('passwords are never printed', () => {
   });
 });
 
+describe('bad input', () => {
+  it('gets a typed error naming the fix, exit code 2, and reads nothing', async () => {
+    const on = ['--url', server.url, '--schema', unique('cli_bad')];
+    const results = await Promise.all([
+      stowage(['inspect', 'workflows', ...on, '--after', 'garbage']),
+      stowage(['inspect', 'workflows', ...on, '--older-than', 'yesterday']),
+      stowage(['inspect', 'locks', ...on, '--status', 'stuck']),
+      stowage(['inspect', 'sessions', ...on]),
+      stowage(['inspect', 'workflows', ...on, '--limit', '0']),
+      stowage(['adopt', server.url, '--dry-run', '--apply']),
+      stowage(['frobnicate']),
+    ]);
+    expect(results.map((result) => [result.code, result.stderr.trim()])).toEqual([
+      [2, 'stowage: E_INVALID_OPTION: --after takes the cursor a page printed (its "more: --after …" line or nextCursor), got "garbage"'],
+      [2, 'stowage: E_INVALID_OPTION: --older-than takes a duration such as 30s, 10m, 2h or 7d, got "yesterday" (stowage --help)'],
+      [2, 'stowage: E_INVALID_OPTION: --status of locks: held, expired or all (stowage --help)'],
+      [2, 'stowage: E_INVALID_OPTION: inspect shows workflows, locks, breakers, idempotency, processes, caches or workflow <id>, not "sessions" (stowage --help)'],
+      [2, 'stowage: E_INVALID_OPTION: --limit must be an integer from 1 to 10000 (stowage --help)'],
+      [2, 'stowage: E_INVALID_OPTION: adopt takes exactly one of --dry-run and --apply (stowage --help)'],
+      [2, 'stowage: E_INVALID_OPTION: unknown command "frobnicate" (stowage --help)'],
+    ]);
+  });
+});
+
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
