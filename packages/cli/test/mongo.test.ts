@@ -34,6 +34,7 @@ describe.each([
     await locks.acquire('report:nightly', 600_000, 'worker-a');
     const breakers = new MongoCircuitBreakerStore(on);
     for (let i = 0; i < 2; i++) await breakers.recordFailure('payments-api', 2, { cooldown: 60_000 });
+    for (let i = 0; i < 2; i++) await breakers.recordFailure('flaky-api', 2, { cooldown: 1 }); // reads half-open at once
     const idempotency = new MongoIdempotencyStore(on);
     await idempotency.reserve('charge:order-1', 600_000);
     const processes = createMongoProcessBackend(on);
@@ -92,7 +93,10 @@ describe.each([
       expect.objectContaining({ key: 'report:nightly', owner: 'worker-a', fence: expect.stringMatching(/^\d+$/), table: 'locks' }),
       expect.objectContaining({ key: 'orders:\u0000o-1', table: 'workflowLocks' }),
     ]);
-    expect(breakers.items).toEqual([expect.objectContaining({ key: 'payments-api', state: 'open', failures: 2 })]);
+    expect(breakers.items).toEqual([
+      expect.objectContaining({ key: 'flaky-api', state: 'half-open', failures: 2 }),
+      expect.objectContaining({ key: 'payments-api', state: 'open', failures: 2 }),
+    ]);
     expect(records.items).toEqual([expect.objectContaining({ key: 'charge:order-1', status: 'in-flight', expiresInMs: expect.any(Number) })]);
   });
 

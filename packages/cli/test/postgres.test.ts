@@ -40,6 +40,7 @@ describe.each(backends)('inspect on %s', (_name, find, cases) => {
     const breakers = db.circuitBreaker();
     for (let i = 0; i < 3; i++) await breakers.recordFailure('payments-api', 3, { cooldown: 60_000 });
     await breakers.recordSuccess('search-api');
+    for (let i = 0; i < 2; i++) await breakers.recordFailure('flaky-api', 2, { cooldown: 1 }); // reads half-open at once
     const idempotency = db.idempotency();
     await idempotency.reserve('charge:order-1', 600_000);
     const done = await idempotency.reserve('charge:order-2', 600_000);
@@ -142,6 +143,7 @@ describe.each(backends)('inspect on %s', (_name, find, cases) => {
     expect(locks.filter((row: { table: string }) => row.table === 'workflowLocks').map((row: { key: string }) => row.key)).toEqual(['orders:\u0000o-1']);
     const breakers = JSON.parse(breakersRun.stdout).items;
     expect(breakers).toEqual([
+      expect.objectContaining({ key: 'flaky-api', state: 'half-open', failures: 2 }),
       expect.objectContaining({ key: 'payments-api', state: 'open', failures: 3, lastFailure: expect.any(String), openUntil: expect.any(String) }),
       expect.objectContaining({ key: 'search-api', state: 'closed', failures: 0 }),
     ]);

@@ -141,15 +141,14 @@ export async function locks(session: MongoSession, query: InspectQuery): Promise
 
 export async function breakers(session: MongoSession, query: InspectQuery): Promise<Page<BreakerRow>> {
   if (query.olderThanMs !== undefined) noWriteTime('circuit-breaker');
-  const filter: Filter<Keyed> = { ...idRange(query.prefix ?? '') };
-  if (query.status !== undefined) filter.state = query.status;
-  const result = await scan(session, session.collections.circuitBreaker!, filter, decodeCursor(query.cursor)?.[0] as string | undefined, query.limit, (doc) => ({
-    key: doc._id as string,
-    state: String(doc.state),
-    failures: Number(doc.failureCount ?? 0),
-    lastFailure: asDate(doc.lastFailureTime)?.toISOString() ?? null,
-    openUntil: asDate(doc.openUntil)?.toISOString() ?? null,
-  }));
+  const now = await session.now();
+  const result = await scan(session, session.collections.circuitBreaker!, idRange(query.prefix ?? ''), decodeCursor(query.cursor)?.[0] as string | undefined, query.limit, (doc) => {
+    // As the store reports it: an open circuit past its cool-down reads half-open.
+    const openUntil = asDate(doc.openUntil);
+    const state = doc.state === 'open' && openUntil !== null && openUntil <= now ? 'half-open' : String(doc.state);
+    if (query.status !== undefined && state !== query.status) return undefined;
+    return { key: doc._id, state, failures: Number(doc.failureCount ?? 0), lastFailure: asDate(doc.lastFailureTime)?.toISOString() ?? null, openUntil: openUntil?.toISOString() ?? null };
+  });
   return pageOf(result, (id) => [id]);
 }
 

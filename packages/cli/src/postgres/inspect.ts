@@ -154,12 +154,14 @@ export async function breakers(session: PgSession, query: InspectQuery): Promise
   if (!(await session.existing([t])).has(t)) return missing(t);
   const where = new Where();
   if (query.prefix !== undefined) startsWith(where, 'key', query.prefix);
-  if (query.status !== undefined) where.conditions.push(`state = ${where.param(query.status)}`);
+  // As the store reports it: an open circuit past its cool-down reads half-open.
+  const state = `CASE WHEN state = 'open' AND open_until <= now() THEN 'half-open' ELSE state END`;
+  if (query.status !== undefined) where.conditions.push(`${state} = ${where.param(query.status)}`);
   if (query.olderThanMs !== undefined) where.conditions.push(`updated_at < now() - ${where.param(query.olderThanMs)} * interval '1 millisecond'`);
   const after = decodeCursor(query.cursor);
   if (after) where.conditions.push(`key > ${where.param(encodeKey(String(after[0])))}`);
   const rows = await session.read<{ key: string; state: string; failure_count: number; last_failure_time: Date | null; open_until: Date | null }>(
-    `SELECT key, state, failure_count, last_failure_time, open_until FROM ${t} WHERE ${where.sql} ORDER BY key LIMIT ${where.param(query.limit + 1)}`,
+    `SELECT key, ${state} AS state, failure_count, last_failure_time, open_until FROM ${t} WHERE ${where.sql} ORDER BY key LIMIT ${where.param(query.limit + 1)}`,
     where.values,
   );
   return page(
