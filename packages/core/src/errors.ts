@@ -9,6 +9,8 @@ export const ERROR_CODES = [
   'E_LOCK_LOST',
   'E_UNAVAILABLE',
   'E_TIMEOUT',
+  /** `withLock` did not get the lock within `wait` (default 0): another owner holds it. Not a database fault. */
+  'E_LOCK_BUSY',
 ] as const;
 
 export type StowageErrorCode = (typeof ERROR_CODES)[number];

@@ -346,7 +346,8 @@ export async function runWithLock<T>(
 
   const handle = await acquire(key, ttl, { owner, wait, signal, pollInterval });
   if (handle === null) {
-    throw new StowageError('E_TIMEOUT', `lock "${key}" was not acquired within ${wait} ms`);
+    // Its own code: a held lock is an expected outcome, not a database timeout to retry blindly.
+    throw new StowageError('E_LOCK_BUSY', `lock "${key}" is held by another owner (waited ${wait} ms)`);
   }
   if (signal?.aborted) {
     await handle.release().catch(() => undefined);
