@@ -116,7 +116,7 @@ afterAll(async () => {
 });
 
 describe('packed tarballs', () => {
-  it('have no workspace: ranges left and ship only dist, README and package.json', async () => {
+  it('have no workspace: ranges left and ship only dist, README, LICENSE and package.json', async () => {
     for (const name of PUBLISHED) {
       const { stdout: listing } = await sh('tar', ['-tzf', tarballs[name]], workDir);
       const files = listing.trim().split('\n').sort();
