@@ -10,7 +10,11 @@
  *   StowageError class its own module system loads from @stowage/core;
  * - both quick starts also run, as ESM and as CommonJS, on Node.js 22.0.0, the oldest Node
  *   `engines` admits (the tests themselves run on the current Node);
- * - an example started on a Node.js that cannot run its .ts files says what it needs.
+ * - an example started on a Node.js that cannot run its .ts files says what it needs;
+ * - the compatibility matrix: the quick start also runs (ESM, on this Node and on the oldest)
+ *   with the oldest driver each peer range admits, `pg` 8.11.0 and `mongodb` 6.0.0; the cells
+ *   above install the newest (`pg@8`, `mongodb@7`), and the packages' own suites run the
+ *   workspace's pinned versions. One smoke per cell, not the conformance suite: CI time.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -219,6 +223,33 @@ describe('@stowage/mongo installed from its tarball', () => {
     const env = { MONGODB_URI: database.url };
     expect(await runScript(project, 'quickstart.mjs', mongoQuickStart('esm'), env, oldestNode)).toEqual(expectedQuickStart);
     expect(await runScript(project, 'quickstart.cjs', mongoQuickStart('cjs'), env, oldestNode)).toEqual(expectedQuickStart);
+  });
+});
+
+describe.each([
+  { driver: 'pg@8.11.0', adapter: 'postgres' as const },
+  { driver: 'mongodb@6.0.0', adapter: 'mongo' as const },
+])('the oldest driver the peer range admits: $driver', ({ driver, adapter }) => {
+  let project: string;
+  let database: FoundBackend | null;
+
+  beforeAll(async () => {
+    project = await installProject(`compat-${driver.replace(/[@.]/g, '-')}`, [tarballs.core, tarballs[adapter], driver, 'awaitly@1.35.0']);
+    database = adapter === 'postgres' ? ((await findPostgresServer()) ?? (await startEmbeddedPostgres())) : await findMongoServer();
+  }, 300_000);
+
+  afterAll(async () => {
+    await database?.stop();
+  });
+
+  it(`runs the quick start as ESM, on this Node.js and on ${OLDEST_NODE}`, async (context) => {
+    if (database === null) return context.skip('no MongoDB server (set STOWAGE_MONGO_URL); under CI this fails instead');
+    const [name, version] = driver.split('@');
+    const { stdout } = await sh('npm', ['ls', name!, '--json'], project);
+    expect((JSON.parse(stdout) as { dependencies: Record<string, { version: string }> }).dependencies[name!]!.version).toBe(version);
+    const [script, env] = adapter === 'postgres' ? [postgresQuickStart('esm'), { DATABASE_URL: database.url }] : [mongoQuickStart('esm'), { MONGODB_URI: database.url }];
+    expect(await runScript(project, 'quickstart.mjs', script, env)).toEqual(expectedQuickStart);
+    expect(await runScript(project, 'quickstart.mjs', script, env, oldestNode)).toEqual(expectedQuickStart);
   });
 });
 
