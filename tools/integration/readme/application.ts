@@ -36,7 +36,7 @@ declare global {
   var url: string;
   var id: string;
   var key: string;
-  var value: unknown;
+  var value: string;
   var ttl: number;
   var amount: number;
   var orderId: string;
