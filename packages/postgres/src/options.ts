@@ -268,8 +268,14 @@ function urlSettings(url: string, what: string): Record<string, string> {
   // As pg-connection-string reads it: stray spaces and `%` encoded first, and a URL without a
   // host (`postgresql://user@/db`) read with a placeholder one.
   const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(url) ? encodeURI(url).replace(/%25(\d\d)/g, '%$1') : url;
-  const parsed = URL.parse(text, 'postgres://base') ?? URL.parse(text.replace('@/', '@___DUMMY___/'), 'postgres://base');
+  const parsed = parseUrl(text, 'postgres://base') ?? parseUrl(text.replace('@/', '@___DUMMY___/'), 'postgres://base');
   if (parsed === null) throw invalid('malformed, or a port outside 1..65535');
+  // pg reads anything as a URL: `localhost:5432/test` has the scheme `localhost:` and connects to
+  // the default host as the default user (then reported as refused credentials), and a misspelt
+  // `postgress://` is taken silently. Only PostgreSQL's schemes (and pg's `socket:`) are URLs here.
+  if (!POSTGRES_SCHEMES.has(parsed.protocol) || (parsed.protocol !== 'socket:' && !/^[a-z]+:\/\//i.test(text))) {
+    throw invalid('it must start with postgresql:// or postgres://');
+  }
   try {
     // pg decodes these when it connects, and throws on a malformed %-escape.
     decodeURIComponent(parsed.username);
@@ -279,6 +285,17 @@ function urlSettings(url: string, what: string): Record<string, string> {
     throw invalid('a malformed %-escape');
   }
   return { ...Object.fromEntries(parsed.searchParams), port: parsed.searchParams.get('port') || parsed.port };
+}
+
+const POSTGRES_SCHEMES: ReadonlySet<string> = new Set(['postgresql:', 'postgres:', 'socket:']);
+
+/** `URL.parse(text, base)`, which Node.js has only from 22.1: `null` for what `new URL` refuses. */
+function parseUrl(text: string, base: string): URL | null {
+  try {
+    return new URL(text, base);
+  } catch {
+    return null;
+  }
 }
 
 /** Throws `E_INVALID_OPTION` unless `value` (a setting, or the text of a URL) is absent or a TCP port: an integer from 1 to 65535. */

@@ -159,10 +159,20 @@ export class WaitLines {
   }
 }
 
+/**
+ * What `Promise.withResolvers<void>()` returns, spelled out: this type reaches the published
+ * declarations, which must compile without lib es2024 (where `PromiseWithResolvers` is declared).
+ */
+interface Resolvers {
+  promise: Promise<void>;
+  resolve: (value: void) => void;
+  reject: (reason?: unknown) => void;
+}
+
 /** A waiting acquisition's place in line: `turn` once it is first, `wake` on a release here. */
 interface Place {
-  turn: PromiseWithResolvers<void>;
-  wake: PromiseWithResolvers<void>;
+  turn: Resolvers;
+  wake: Resolvers;
   /**
    * First because the one ahead was granted the lease: its release here wakes this place, so
    * the database's announcement of an earlier release (still on its way) is not waited for.
@@ -346,7 +356,8 @@ export async function runWithLock<T>(
 
   const handle = await acquire(key, ttl, { owner, wait, signal, pollInterval });
   if (handle === null) {
-    throw new StowageError('E_TIMEOUT', `lock "${key}" was not acquired within ${wait} ms`);
+    // Its own code: a held lock is an expected outcome, not a database timeout to retry blindly.
+    throw new StowageError('E_LOCK_BUSY', `lock "${key}" is held by another owner (waited ${wait} ms)`);
   }
   if (signal?.aborted) {
     await handle.release().catch(() => undefined);

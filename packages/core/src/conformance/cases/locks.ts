@@ -438,7 +438,8 @@ export const lockCases = defineCases('LockProvider', (it) => {
     await expect(a!.withLock('job', async () => Promise.reject(failure), { ttl: 5_000 })).rejects.toBe(failure);
     const handle = await b!.acquire('job', LONG_TTL);
     expect(handle).not.toBeNull();
-    await expectReject(() => a!.withLock('job', async () => 1, { ttl: 5_000, wait: 200 }), 'E_TIMEOUT', 'withLock on a held lock');
+    await expectReject(() => a!.withLock('job', async () => 1, { ttl: 5_000, wait: 200 }), 'E_LOCK_BUSY', 'withLock on a held lock');
+    await expectReject(() => a!.withLock('job', async () => 1, { ttl: 5_000 }), 'E_LOCK_BUSY', 'withLock on a held lock, default wait');
   });
 
   it('withLock extends the lease while fn runs past the ttl', async (s) => {
