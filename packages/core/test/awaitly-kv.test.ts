@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { AwaitlyKeyValueStore, createStatePersistence } from '../src/index.js';
+import { ManualClock } from '../src/clock.js';
 import { MemoryKeyValueStore } from '../src/memory/index.js';
 
 /** How long the entry under `key` lives, in ms, as the store recorded it (both times come from one write). */
@@ -10,7 +11,8 @@ async function lifetime(kv: MemoryKeyValueStore, key: string): Promise<number | 
 
 describe("AwaitlyKeyValueStore: awaitly's key-value `set` (ttl in seconds) over a stowage store (ttl in milliseconds)", () => {
   it('the same `ttl: 60` is a minute through the awaitly wrapper and 60 ms on the stowage store', async () => {
-    const store = new MemoryKeyValueStore();
+    // A clock that stands still: the 60 ms entry must not expire before it is read back.
+    const store = new MemoryKeyValueStore({ clock: new ManualClock() });
     const awaitly = new AwaitlyKeyValueStore(store);
     await awaitly.set('awaitly', 'v', { ttl: 60 });
     await store.set('stowage', 'v', { ttl: 60 });
@@ -21,7 +23,7 @@ describe("AwaitlyKeyValueStore: awaitly's key-value `set` (ttl in seconds) over 
   });
 
   it('fractions of a second round up to whole milliseconds; no ttl or 0 is no expiry; a negative or non-finite ttl is E_INVALID_OPTION', async () => {
-    const store = new MemoryKeyValueStore();
+    const store = new MemoryKeyValueStore({ clock: new ManualClock() });
     const awaitly = new AwaitlyKeyValueStore(store);
     await awaitly.set('fraction', 'v', { ttl: 1.0005 });
     expect(await lifetime(store, 'fraction')).toBe(1001);
