@@ -23,7 +23,9 @@ describe('pnpm demo with no database configured', () => {
     const { stdout } = await run(process.execPath, [mainScript], { env });
     expect(stdout).toContain('database: embedded PGlite');
     expect(stdout).toMatch(/\[worker 1\] .*crashing on purpose right after fetch-user/);
-    expect(stdout).toMatch(/\[worker 2\] .*another process holds the lease/);
+    // Whether worker 2 still meets the dead worker's 2 s lease depends on how fast this machine
+    // got there (a loaded one may not): what must hold is that it resumes instead of re-running.
+    expect(stdout).toMatch(/\[worker 2\] .*step fetch-user: already done in the saved snapshot/);
     expect(stdout).toMatch(/\[worker [AB]\] not running: .*lease held by another process/);
     expect(stdout).not.toContain('✘');
     expect(stdout).toContain('All 8 checks passed');
