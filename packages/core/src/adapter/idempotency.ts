@@ -113,14 +113,39 @@ export abstract class IdempotencyStoreBase extends StoreBase implements Idempote
         if (found.status === 'in-flight') throw new StowageError('E_LOCK_NOT_OWNED', `"${key}" is reserved by a reserve() call still in flight`);
         const value = await callerCode(() => fn(transaction));
         // Nobody else can have claimed the key: this transaction holds its row.
-        await store._complete(key, token, encodeValue(this.#codec, value), options.ttl);
+        await store._complete(key, token, this.#encodeResult(value), options.ttl);
         return value;
       });
     }, key);
   }
 
+  /**
+   * A `runOnce` result as stored text. A function that returns nothing has a result too: when
+   * the codec has no text for `undefined` (JSON has none), it is stored as {@link VOID_RESULT},
+   * so the run completes instead of rolling back after `fn`'s side effects.
+   */
+  #encodeResult(value: unknown): string {
+    if (value !== undefined) return encodeValue(this.#codec, value, 'the result');
+    try {
+      return encodeValue(this.#codec, undefined, 'the result');
+    } catch {
+      return VOID_RESULT;
+    }
+  }
+
+  #decodeResult(text: string): unknown {
+    if (text === VOID_RESULT) {
+      try {
+        return this.#codec.decode(text);
+      } catch {
+        return undefined;
+      }
+    }
+    return decodeValue(this.#codec, text, 'the stored result');
+  }
+
   #record<T>(stored: StoredResult): IdempotencyRecord<T> {
-    const record: IdempotencyRecord<T> = { value: decodeValue(this.#codec, stored.text, 'the stored result') as T };
+    const record: IdempotencyRecord<T> = { value: this.#decodeResult(stored.text) as T };
     if (stored.expiresAt !== null) record.expiresAt = stored.expiresAt;
     return record;
   }
@@ -151,6 +176,12 @@ export abstract class IdempotencyStoreBase extends StoreBase implements Idempote
  * replaces it with the result, so its length only matters to a transaction left open that long.
  */
 const RUN_ONCE_CLAIM_TTL = 10 * 60_000;
+
+/**
+ * The stored text of a `runOnce` result that is `undefined` when the codec has no text for
+ * it: the empty text, which no JSON text is (a codec that does decode it decides itself).
+ */
+const VOID_RESULT = '';
 
 /** Throws `E_INVALID_OPTION` unless `token` looks like a reservation token. */
 export function assertReservationToken(token: unknown): asserts token is string {

@@ -150,6 +150,22 @@ export const idempotencyTransactionCases = defineCases('IdempotencyStore', needs
     expect(await store.runOnce!('op', async () => 'second')).toBe('second');
   });
 
+  it('runOnce: a function that returns nothing completes; later calls resolve undefined without running it', async (s) => {
+    s.needsTransactions();
+    const [store, kv] = [await s.idempotency(), await s.kv()];
+    expect(await kv.get('effect')).toBeNull();
+    let runs = 0;
+    const notify = async (transaction: DatabaseTransaction): Promise<void> => {
+      runs++;
+      await inTransaction(kv, transaction).set('effect', `sent ${runs}`);
+    };
+    expect(await store.runOnce!('op', notify)).toBeUndefined();
+    expect(await store.runOnce!('op', notify)).toBeUndefined();
+    expect(runs).toBe(1);
+    expect(await kv.get('effect')).toBe('sent 1');
+    expect(await store.get('op')).toStrictEqual({ value: undefined });
+  });
+
   it('runOnce: of 8 concurrent calls on one key the function runs once, and every caller gets its result', async (s) => {
     s.needsTransactions();
     const stores = await s.many(2, (session) => session.idempotency());
