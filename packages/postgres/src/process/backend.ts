@@ -70,7 +70,7 @@ export function createPostgresProcessBackend(options: PostgresProcessBackendOpti
 /**
  * {@link ProcessBackend} on PostgreSQL: the transition log is the change feed, its
  * "xid:seq" the resume token, LISTEN/NOTIFY the wake-up (polling when LISTEN is unavailable).
- * Leases and timestamps use the server's clock (`now()`). Each operation is one statement.
+ * Leases and timestamps use the server's clock (`statement_timestamp()`, see sql.ts). Each operation is one statement.
  */
 export class PostgresProcessBackend extends ProcessBackendBase {
   readonly #db: StoreDatabase;

@@ -101,12 +101,12 @@ function toResult(row: { value: string; expires_at: number | null }): StoredResu
 
 /** The statements of an idempotency table, built once (see `keyValueStatements` in kv.ts). */
 export function idempotencyStatements(table: string) {
-  const expired = `i.expires_at <= now()`;
+  const expired = `i.expires_at <= statement_timestamp()`;
   return {
     get: `SELECT value, ${epochMs('expires_at')} AS expires_at FROM ${table}
       WHERE key = $1 AND status = 'completed' AND ${LIVE}`,
     set: `INSERT INTO ${table} (key, status, token, value, updated_at, expires_at)
-      VALUES ($1, 'completed', NULL, $2, now(), now() + ${msInterval('$3')})
+      VALUES ($1, 'completed', NULL, $2, statement_timestamp(), statement_timestamp() + ${msInterval('$3')})
       ON CONFLICT (key) DO UPDATE SET status = 'completed', token = NULL, value = EXCLUDED.value,
         updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at`,
     delete: `DELETE FROM ${table} WHERE key = $1`,
@@ -114,7 +114,7 @@ export function idempotencyStatements(table: string) {
     // (an update to itself, which takes the row lock and so returns the latest committed
     // version even under contention).
     reserve: `INSERT INTO ${table} AS i (key, status, token, value, updated_at, expires_at)
-      VALUES ($1, 'in-flight', $2, NULL, now(), now() + ${msInterval('$3')})
+      VALUES ($1, 'in-flight', $2, NULL, statement_timestamp(), statement_timestamp() + ${msInterval('$3')})
       ON CONFLICT (key) DO UPDATE SET
         status = CASE WHEN ${expired} THEN EXCLUDED.status ELSE i.status END,
         token = CASE WHEN ${expired} THEN EXCLUDED.token ELSE i.token END,
@@ -122,10 +122,10 @@ export function idempotencyStatements(table: string) {
         updated_at = CASE WHEN ${expired} THEN EXCLUDED.updated_at ELSE i.updated_at END,
         expires_at = CASE WHEN ${expired} THEN EXCLUDED.expires_at ELSE i.expires_at END
       RETURNING status, token IS NOT DISTINCT FROM $2 AS acquired, value, ${epochMs('expires_at')} AS expires_at`,
-    complete: `UPDATE ${table} SET status = 'completed', token = NULL, value = $3, updated_at = now(),
-        expires_at = now() + ${msInterval('$4')}
+    complete: `UPDATE ${table} SET status = 'completed', token = NULL, value = $3, updated_at = statement_timestamp(),
+        expires_at = statement_timestamp() + ${msInterval('$4')}
       WHERE key = $1 AND token = $2 AND status = 'in-flight'`,
     fail: `DELETE FROM ${table} WHERE key = $1 AND token = $2 AND status = 'in-flight'`,
-    clearExpired: clearExpiredBatchSql(table, 'expires_at <= now()'),
+    clearExpired: clearExpiredBatchSql(table, 'expires_at <= statement_timestamp()'),
   };
 }

@@ -208,7 +208,7 @@ export function snapshotStatements(table: TableName) {
     // (prefix, updated_at) range; the status is read from the document only for those rows.
     clearFinished: clearExpiredBatchSql(
       t,
-      `prefix = $1 AND updated_at < now() - ${msInterval('$2')} AND (snapshot -> 'execution' ->> 'status') IN ('completed', 'failed')`,
+      `prefix = $1 AND updated_at < statement_timestamp() - ${msInterval('$2')} AND (snapshot -> 'execution' ->> 'status') IN ('completed', 'failed')`,
     ),
   };
 }
