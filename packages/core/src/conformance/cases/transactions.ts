@@ -124,7 +124,22 @@ export const checkpointTransactionCases = defineCases('CheckpointStore', needs, 
     }
     expect((await checkpoints.list('t')).map((saved) => saved.id)).toEqual(['cp-2']);
   });
+
+  it('withTransaction: a duplicate checkpoint is E_VERSION_CONFLICT and the caller’s transaction still commits its other writes', async (s) => {
+    const checkpoints = await s.checkpoints();
+    const checkpoint = (id: string, sequence: number) => ({ id, taskId: 't', sequence, timestamp: sequence, progress: sequence * 10, data: { sequence } });
+    expect(await checkpoints.list('t')).toEqual([]);
+    const tx = await s.transaction();
+    const view = inTransaction(checkpoints, tx.transaction);
+    await view.save(checkpoint('cp-1', 1));
+    await expectReject(() => view.save(checkpoint('cp-1', 2)), 'E_VERSION_CONFLICT', 'the same id again');
+    await expectReject(() => view.save(checkpoint('cp-other', 1)), 'E_VERSION_CONFLICT', 'the same sequence again');
+    await view.save(checkpoint('cp-2', 2));
+    await tx.commit();
+    expect((await checkpoints.list('t')).map((saved) => saved.id)).toEqual(['cp-1', 'cp-2']);
+  });
 });
+
 
 export const idempotencyTransactionCases = defineCases('IdempotencyStore', needs, (it) => {
   it('withTransaction: a completion rolled back leaves no result, and the key can be reserved again', async (s) => {
