@@ -9,7 +9,18 @@ import { serverTestSetup } from './support/server.js';
  * start-up. Checked with the server's own views (pg_locks, pg_stat_activity) and statement
  * outcomes, not with timings.
  */
-const { server, url, describeServer, freshTables } = await serverTestSetup();
+const { server, url, admin, describeServer, freshTables } = await serverTestSetup();
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Lock requests of `applicationName`'s sessions that wait (not granted): sessions holding a connection while they wait. */
+async function waitingLocks(applicationName: string): Promise<number> {
+  const { rows } = await admin.query<{ waiting: number }>(
+    `SELECT count(*)::int AS waiting FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE NOT l.granted AND a.application_name = $1`,
+    [applicationName],
+  );
+  return rows[0]!.waiting;
+}
 
 async function rejection(promise: Promise<unknown>): Promise<{ code?: string }> {
   return promise.then(
@@ -19,6 +30,38 @@ async function rejection(promise: Promise<unknown>): Promise<{ code?: string }> 
 }
 
 describeServer('postgres: stores used together', () => {
+  test('100 concurrent runOnce of one key on the shared default pool settle with one run; no runner waits holding a connection', async () => {
+    const tables = freshTables();
+    const applicationName = `stowage-run-once-${tables.kv}`;
+    // One URL: every store shares one pool of the default size (10 connections).
+    const options = { url, applicationName };
+    const idempotency = new PostgresIdempotencyStore({ ...options, table: tables.idempotency });
+    const kv = new PostgresKeyValueStore({ ...options, table: tables.kv });
+    await Promise.all([idempotency.ready(), kv.ready()]);
+    let runs = 0;
+    const waitingSeen: number[] = [];
+    const charge = async (transaction: unknown) => {
+      runs++;
+      // Let the other 99 runners come and find the key taken.
+      await sleep(300);
+      const waiting = await waitingLocks(applicationName);
+      waitingSeen.push(waiting);
+      if (waiting > 0) throw new Error(`${waiting} runners wait on a lock, each holding a connection`);
+      // Calls on the same pool outside the transaction: they need a free connection.
+      await kv.set('receipt', 'sent');
+      expect(await kv.get('receipt')).toBe('sent');
+      await kv.withTransaction(transaction as pg.PoolClient).set('charged', 'yes');
+      return 'charged';
+    };
+    const results = await Promise.allSettled(Array.from({ length: 100 }, () => idempotency.runOnce('order-1', charge)));
+    expect(waitingSeen[0], 'lock requests waiting while the function ran').toBe(0);
+    expect(results.filter((result) => result.status === 'rejected')).toEqual([]);
+    expect(new Set(results.map((result) => (result as PromiseFulfilledResult<string>).value))).toEqual(new Set(['charged']));
+    expect(runs).toBe(1);
+    expect(await kv.get('charged')).toBe('yes');
+    await Promise.all([idempotency.close(), kv.close()]);
+  });
+
   const pool = new pg.Pool({ connectionString: url, max: 4, application_name: 'stowage-test-compose' });
   afterAll(() => pool.end());
 

@@ -1,5 +1,5 @@
 import type { Capabilities } from '@stowage/core';
-import { IdempotencyStoreBase, type IdempotencyStoreBaseOptions, type StoredReservation, type StoredResult } from '@stowage/core/adapter';
+import { IdempotencyStoreBase, type IdempotencyStoreBaseOptions, type RunClaim, type StoredReservation, type StoredResult } from '@stowage/core/adapter';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase, type TransactionClient } from '../database.js';
 import { toStowageError } from '../errors.js';
 import { decodeText, encodeText } from '../key-encoding.js';
@@ -20,6 +20,8 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
   /** The options the store was created with: its views inside transactions are created from them. */
   readonly #options: object;
   readonly #sql: ReturnType<typeof idempotencyStatements>;
+  /** The advisory lock space of this table's `runOnce` claims (see `_claimRun`). */
+  readonly #runLockSpace: string;
 
   constructor(options: PostgresIdempotencyStoreOptions | string) {
     const { options: given, settings } = postgresSettings(options);
@@ -28,6 +30,7 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
     this.#options = given;
     this.#db = storeDatabase(given, settings, [['idempotency', table]]);
     this.#sql = idempotencyStatements(table.sql);
+    this.#runLockSpace = `stowage runOnce ${table.sql}`;
     this.#db.sweep(table, { key: 'idempotency:expired', run: () => this.clearExpired() });
   }
 
@@ -81,6 +84,21 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
     return rowCount === 1;
   }
 
+  /**
+   * `runOnce`'s claim of `key`: a transaction-scoped advisory lock, tried without waiting. A
+   * runner that found the key's row locked by another transaction would wait for it holding
+   * its pooled connection; many of them take every connection of the pool, and the running
+   * `fn`'s own calls on that pool then wait forever. The same statement reads a completed
+   * result, so the runners that come after the commit need no claim of their own. Hash
+   * collisions only make a runner pause.
+   */
+  protected override async _claimRun(key: string): Promise<RunClaim> {
+    const { rows } = await this.#db.run(this.#sql.claimRun, [this.#runLockSpace, encodeText(key)]);
+    const row = rows[0];
+    if (row.value !== null) return { status: 'completed', ...toResult(row) };
+    return { status: row.claimed === true ? 'claimed' : 'busy' };
+  }
+
   protected async _fail(key: string, token: string): Promise<boolean> {
     const { rowCount } = await this.#db.run(this.#sql.fail, [encodeText(key), token]);
     return rowCount === 1;
@@ -126,6 +144,8 @@ export function idempotencyStatements(table: string) {
         expires_at = statement_timestamp() + ${msInterval('$4')}
       WHERE key = $1 AND token = $2 AND status = 'in-flight'`,
     fail: `DELETE FROM ${table} WHERE key = $1 AND token = $2 AND status = 'in-flight'`,
+    claimRun: `SELECT pg_try_advisory_xact_lock(hashtext($1), hashtext($2)) AS claimed, r.value, ${epochMs('r.expires_at')} AS expires_at
+      FROM (SELECT 1) AS one LEFT JOIN ${table} AS r ON r.key = $2 AND r.status = 'completed' AND ${LIVE}`,
     clearExpired: clearExpiredBatchSql(table, 'expires_at <= statement_timestamp()'),
   };
 }
