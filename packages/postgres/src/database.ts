@@ -3,7 +3,7 @@ import { adoptTables, claimLegacySnapshots } from './adopt.js';
 import { PostgresConnection, type PostgresQueryResult, type PostgresStatement } from './connection.js';
 import { UNDEFINED_SCHEMA, UNDEFINED_TABLE, driverError, sqlState } from './errors.js';
 import type { PostgresSettings } from './options.js';
-import { ensureSchema, latestCreation, missingSequenceError, missingSequences, storeDdl, storeObjects, type TableKind, type TableName } from './schema.js';
+import { ensureSchema, latestCreation, missingSequenceError, missingSequences, storeDdl, type TableKind, type TableName } from './schema.js';
 import type { SweepJob, SweepRegistration } from './sweeper.js';
 import type { ReleaseWakeups } from './wakeups.js';
 
@@ -311,7 +311,7 @@ export class PostgresDatabase implements StoreDatabase {
   /** Adopts existing tables (first creation only: a table created again was dropped, not legacy), creates the rest. */
   async #createTables(newerThan: number | undefined): Promise<void> {
     const found = newerThan === undefined ? await adoptTables(this.#connection, this.#tables) : [];
-    await ensureSchema(this.#connection, this.#creation, storeObjects(this.#tables), newerThan);
+    await ensureSchema(this.#connection, this.#creation, this.#tables, newerThan);
     if (this.#snapshotPrefix === '') return;
     for (const [index, [kind, name]] of this.#tables.entries()) {
       if (kind === 'snapshots' && found[index]?.adopted) await claimLegacySnapshots(this.#connection, name, this.#snapshotPrefix);

@@ -29,7 +29,55 @@ async function rejection(promise: Promise<unknown>): Promise<{ code?: string }> 
   );
 }
 
+/** Settles with 'done' when `call` resolves, or with 'waiting' as soon as a session of `applicationName` waits on a lock. */
+async function doneOrWaiting(call: Promise<unknown>, applicationName: string): Promise<'done' | 'waiting'> {
+  let settled = false;
+  const done = call.then(() => 'done' as const).finally(() => (settled = true));
+  const waiting = (async () => {
+    while (!settled) {
+      if ((await waitingLocks(applicationName)) > 0) return 'waiting' as const;
+      await sleep(20);
+    }
+    return 'done' as const;
+  })();
+  return Promise.race([done, waiting]);
+}
+
 describeServer('postgres: stores used together', () => {
+  test('first use on an existing schema takes no lock a writer holds; a first use that must wait for one holds up no other table', async () => {
+    const [complete, indexless, other] = [freshTables(), freshTables(), freshTables()];
+    const options = (table: string, applicationName: string) => ({ url, applicationName, table, cleanupInterval: false as const });
+    const stores: { close(): Promise<void> }[] = [];
+    const open = (table: string, applicationName: string) => {
+      const store = new PostgresKeyValueStore(options(table, applicationName));
+      stores.push(store);
+      return store;
+    };
+    for (const table of [complete.kv, indexless.kv]) await open(table, 'stowage-test-compose-setup').set('held', '1');
+    await admin.query(`DROP INDEX "${indexless.kv}_recent_idx"`);
+    const holder = await admin.connect();
+    try {
+      // A long transaction holds a row of both tables (and their ROW EXCLUSIVE locks) meanwhile.
+      await holder.query('BEGIN');
+      for (const table of [complete.kv, indexless.kv]) await holder.query(`UPDATE "${table}" SET value = '2' WHERE key = 'held'`);
+      const fresh = `stowage-first-use-${complete.kv}`;
+      expect(await doneOrWaiting(open(complete.kv, fresh).get('other'), fresh), 'first use of a table that has everything').toBe('done');
+      // Building the missing index needs a lock the transaction holds: that store waits (a bounded time) ...
+      const creating = open(indexless.kv, `stowage-first-use-${indexless.kv}`);
+      const stalled = creating.ready();
+      // ... and the first use of another table does not wait for it.
+      const unrelated = `stowage-first-use-${other.kv}`;
+      expect(await doneOrWaiting(open(other.kv, unrelated).set('k', 'v'), unrelated), 'first use of an unrelated table meanwhile').toBe('done');
+      // The index cannot be built while the transaction lasts: after its tries the store runs without it.
+      await stalled;
+      expect(await creating.get('held')).toBe('1');
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+      await Promise.all(stores.map((store) => store.close()));
+    }
+  });
+
   test('100 concurrent runOnce of one key on the shared default pool settle with one run; no runner waits holding a connection', async () => {
     const tables = freshTables();
     const applicationName = `stowage-run-once-${tables.kv}`;
