@@ -70,15 +70,18 @@ export function clearExpiredBatchSql(table: string, expired: string, { appendOnl
 }
 
 /**
- * Runs {@link clearExpiredBatchSql} batches until one removes fewer than a full batch; returns
- * how many rows went. Used by `clearExpired()` and so by the `cleanupInterval` timer.
+ * Runs {@link clearExpiredBatchSql} batches until one removes fewer than a full batch, or until
+ * `stop` aborts (the store's `close()`: a backlog of millions of rows must not hold a shutdown
+ * for minutes, so the batch in flight is the last); returns how many rows went. Used by
+ * `clearExpired()` and so by the `cleanupInterval` timer. (Lease tables pass no `stop`: they
+ * hold one row per lock key, never a backlog that outlasts a shutdown.)
  */
-export async function clearExpiredInBatches(run: () => Promise<{ rowCount: number | null }>): Promise<number> {
+export async function clearExpiredInBatches(run: () => Promise<{ rowCount: number | null }>, stop?: AbortSignal): Promise<number> {
   let removed = 0;
   for (;;) {
     const count = (await run()).rowCount ?? 0;
     removed += count;
-    if (count < CLEAR_EXPIRED_BATCH) return removed;
+    if (count < CLEAR_EXPIRED_BATCH || stop?.aborted === true) return removed;
   }
 }
 

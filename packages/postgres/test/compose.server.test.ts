@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, expect, test } from 'vitest';
 import { PostgresCheckpointStore, PostgresIdempotencyStore, PostgresKeyValueStore, PostgresSnapshotStore } from '../src/index.js';
+import { CLEAR_EXPIRED_BATCH } from '../src/sql.js';
 import { serverTestSetup } from './support/server.js';
 
 /**
@@ -112,6 +113,21 @@ describeServer('postgres: stores used together', () => {
 
   const pool = new pg.Pool({ connectionString: url, max: 4, application_name: 'stowage-test-compose' });
   afterAll(() => pool.end());
+
+  test('close() during a sweep of a large backlog returns after the batch in flight', async () => {
+    const tables = freshTables();
+    const kv = new PostgresKeyValueStore({ url, table: tables.kv, cleanupInterval: false });
+    await kv.ready();
+    const backlog = 3 * CLEAR_EXPIRED_BATCH + 1;
+    await admin.query(`INSERT INTO "${tables.kv}" (key, value, version, expires_at)
+      SELECT 'k' || i, 'v', i, now() - interval '1 minute' FROM generate_series(1, ${backlog}) AS i`);
+    const sweeping = kv.clearExpired();
+    const closing = kv.close();
+    expect(await sweeping, 'rows the sweep removed before it stopped').toBe(CLEAR_EXPIRED_BATCH);
+    await closing;
+    const { rows } = await admin.query<{ left: number }>(`SELECT count(*)::int AS left FROM "${tables.kv}"`);
+    expect(rows[0]!.left).toBe(backlog - CLEAR_EXPIRED_BATCH);
+  });
 
   test('a view on a client outside a transaction refuses with E_INVALID_OPTION instead of committing on its own', async () => {
     const tables = freshTables();

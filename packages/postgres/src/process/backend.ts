@@ -113,7 +113,7 @@ export class PostgresProcessBackend extends ProcessBackendBase {
     return this.call('process.clearHistory', async () => {
       const retention = this.#historyRetention;
       if (retention === undefined) throw new StowageError('E_INVALID_OPTION', 'clearHistory needs the historyRetention option');
-      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearHistory, [retention]));
+      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearHistory, [retention]), this.closeSignal);
     });
   }
 

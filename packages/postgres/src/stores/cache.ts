@@ -100,7 +100,7 @@ export class PostgresCacheProvider extends CacheProviderBase {
 
   /** This cache's expired entries, in batches (see `clearExpiredBatchSql`). */
   protected async _clearExpired(): Promise<number> {
-    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired, [this.prefix]));
+    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired, [this.prefix]), this.closeSignal);
   }
 
   protected override toStowageError(error: unknown): unknown {

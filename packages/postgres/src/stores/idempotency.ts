@@ -55,7 +55,7 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
 
   /** Deletes expired results and abandoned claims, in batches (see `clearExpiredBatchSql`); returns how many. */
   clearExpired(): Promise<number> {
-    return this.call('idempotency.clearExpired', () => clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired)));
+    return this.call('idempotency.clearExpired', () => clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired), this.closeSignal));
   }
 
   protected async _get(key: string): Promise<StoredResult | null> {

@@ -170,7 +170,7 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
 
   /** In batches of `CLEAR_EXPIRED_BATCH` rows, each its own statement (see `clearExpiredBatchSql`). */
   protected async _clearExpired(): Promise<number> {
-    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired));
+    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired), this.closeSignal);
   }
 
   protected override toStowageError(error: unknown): unknown {

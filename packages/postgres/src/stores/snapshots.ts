@@ -91,7 +91,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
     return this.call('snapshots.clearFinished', async () => {
       const finishedAfter = this.#finishedAfter;
       if (finishedAfter === undefined) throw new StowageError('E_INVALID_OPTION', 'clearFinished needs the snapshotRetention: { finishedAfter } option');
-      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearFinished, [this.prefix, finishedAfter]));
+      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearFinished, [this.prefix, finishedAfter]), this.closeSignal);
     });
   }
 
