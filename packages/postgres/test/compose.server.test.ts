@@ -129,6 +129,27 @@ describeServer('postgres: stores used together', () => {
     expect(rows[0]!.left).toBe(backlog - CLEAR_EXPIRED_BATCH);
   });
 
+  test('a key another transaction holds fails only its own call, not the calls coalesced with it', async () => {
+    const tables = freshTables();
+    const kv = new PostgresKeyValueStore({ url, applicationName: 'stowage-test-compose-coalesce', pool: { statement_timeout: 800 }, table: tables.kv, cleanupInterval: false });
+    await kv.setMany(['held', 'free', 'gone'].map((key) => ({ key, value: '1' })));
+    const holder = await admin.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`UPDATE "${tables.kv}" SET value = 'locked' WHERE key = 'held'`);
+      // One tick: the three calls go out as a batch of two sets and a delete.
+      const [held, free, gone] = await Promise.allSettled([kv.set('held', '2'), kv.set('free', '2'), kv.delete('gone')]);
+      expect(held).toMatchObject({ status: 'rejected', reason: { code: 'E_TIMEOUT' } });
+      expect(free).toEqual({ status: 'fulfilled', value: undefined });
+      expect(gone).toEqual({ status: 'fulfilled', value: true });
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect(await kv.getMany(['held', 'free', 'gone'])).toEqual(['1', '2', null]);
+    await kv.close();
+  });
+
   test('a view on a client outside a transaction refuses with E_INVALID_OPTION instead of committing on its own', async () => {
     const tables = freshTables();
     const kv = new PostgresKeyValueStore({ pool, table: tables.kv });
