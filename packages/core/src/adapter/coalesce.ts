@@ -32,10 +32,11 @@ export interface CoalescedOperation<TInput, TOutput> {
  * one after the other in the order they were made: calls of different kinds on one key (a
  * `set` then a `get` of it, a `delete` then a `set`) go out in that order, a round after the
  * other, while everything else of the tick shares a round. When a batch fails for a reason
- * that may belong to one entry (a value the database refuses), every call of it is run again
- * on its own, so one bad entry never fails its neighbours. A batch that failed because the
- * database is unreachable, timed out or the store closed is not retried: every caller gets
- * that error, as it would have alone.
+ * that may belong to one entry (a value the database refuses, or a timeout: one entry's row
+ * may be locked by another transaction, and the whole statement waited for it), every call of
+ * it is run again on its own, so one bad or locked entry never fails its neighbours. A batch
+ * that failed because the database is unreachable or the store closed is not retried: every
+ * caller gets that error, as it would have alone.
  *
  * The size of each batch of a kind that has a batch statement (a lone call included) is
  * published on the `stowage:batch` channel (only while someone subscribes) under the store
@@ -134,7 +135,11 @@ async function settle(call: Call, outcome: Promise<unknown>): Promise<void> {
   }
 }
 
-/** Errors every call of the batch would have had alone: retrying each would only multiply the load. */
+/**
+ * Errors every call of the batch would have had alone: retrying each would only multiply the
+ * load. (Not `E_TIMEOUT`: a statement or lock timeout may be one entry's, whose row another
+ * transaction holds.)
+ */
 function isAboutTheConnection(error: unknown): boolean {
-  return isStowageError(error, 'E_UNAVAILABLE') || isStowageError(error, 'E_TIMEOUT') || isStowageError(error, 'E_CLOSED');
+  return isStowageError(error, 'E_UNAVAILABLE') || isStowageError(error, 'E_CLOSED');
 }

@@ -173,7 +173,7 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
 
   /** In batches of `CLEAR_EXPIRED_BATCH` rows, each its own statement (see `clearExpiredBatchSql`). */
   protected async _clearExpired(): Promise<number> {
-    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired));
+    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired), this.closeSignal);
   }
 
   protected override toStowageError(error: unknown): unknown {
@@ -218,9 +218,9 @@ export function keyValueStatements(table: TableName) {
     // An index probe per key, with no join and no sort in the server (a unnest … WITH ORDINALITY
     // LEFT JOIN … ORDER BY cost getMany(1,000) a fifth of its time against this statement).
     getMany: `SELECT key, value FROM ${t} WHERE key = ANY($1::text[]) AND ${LIVE}`,
-    set: upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, now() + ${msInterval('$3')})`),
+    set: upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, statement_timestamp() + ${msInterval('$3')})`),
     // Rows are inserted (and existing ones locked) in key order: two batches over the same keys cannot deadlock.
-    setMany: upsert(`SELECT w.key, w.value, ${version}, ${NOW_MS}, now() + ${msInterval('w.ttl')}
+    setMany: upsert(`SELECT w.key, w.value, ${version}, ${NOW_MS}, statement_timestamp() + ${msInterval('w.ttl')}
       FROM unnest($1::text[], $2::text[], $3::bigint[]) AS w(key, value, ttl)
       ORDER BY w.key COLLATE "C"`),
     delete: `DELETE FROM ${t} WHERE key = $1 RETURNING ${LIVE} AS live`,
@@ -241,14 +241,14 @@ export function keyValueStatements(table: TableName) {
     entriesPage: `SELECT ${entry} FROM ${t} WHERE key > $3 AND ${match} ORDER BY key LIMIT $4`,
     entriesPageInRange: `SELECT ${entry} FROM ${t} WHERE ${range} AND key > $5 AND ${match} ORDER BY key LIMIT $6`,
     // compareAndSet(…, null): only if absent or expired (an expired row is replaced).
-    create: `${upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, now() + ${msInterval('$3')})`)}
-      WHERE e.expires_at IS NOT NULL AND e.expires_at <= now()
+    create: `${upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, statement_timestamp() + ${msInterval('$3')})`)}
+      WHERE e.expires_at IS NOT NULL AND e.expires_at <= statement_timestamp()
       RETURNING version`,
     // compareAndSet(…, version): only the incarnation that has this version.
-    update: `UPDATE ${t} SET value = $2, version = ${version}, updated_at = ${NOW_MS}, expires_at = now() + ${msInterval('$3')}
+    update: `UPDATE ${t} SET value = $2, version = ${version}, updated_at = ${NOW_MS}, expires_at = statement_timestamp() + ${msInterval('$3')}
       WHERE key = $1 AND version = $4 AND ${LIVE}
       RETURNING version`,
-    clearExpired: clearExpiredBatchSql(t, 'expires_at <= now()'),
+    clearExpired: clearExpiredBatchSql(t, 'expires_at <= statement_timestamp()'),
     // recentEntries (createStatePersistence's list): newest first within the key range of a
     // prefix; the next page starts after ($4, $5). The prefix is part of the key, so which plan
     // is best depends on the range: the (updated_at DESC, key) index when it holds most of the
