@@ -47,6 +47,8 @@ export interface TableInfo {
   columns: Map<string, ColumnInfo>;
   primaryKey: string[];
   checks: string[];
+  /** Views and foreign keys of other tables that rest on the table (`view "v"`, `foreign key "fk" of "t"`). */
+  dependents: string[];
   /** The database's default collation sorts by bytes (libc "C" or "POSIX"). */
   byteOrderDefault: boolean;
 }

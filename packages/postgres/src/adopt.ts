@@ -54,6 +54,7 @@ async function adoptTable(connection: PostgresConnection, kind: TableKind, table
   const adopted = info.columns.get('version')?.default === '1';
   if (isNative(layout, info)) return { adopted };
   assertKnownLayout(layout, table, info);
+  assertNoDependents(layout, info);
   await upgrade(connection, layout, table, info);
   return { adopted: true };
 }
@@ -128,6 +129,21 @@ function assertKnownLayout(layout: Layout, table: TableName, info: TableInfo): v
 }
 
 /**
+ * `E_INVALID_OPTION` when views or other tables' foreign keys rest on the table: the upgrade
+ * converts columns they read and replaces the primary key they reference, which PostgreSQL
+ * refuses half-way (after columns were added). Checked before anything changes.
+ */
+function assertNoDependents(layout: Layout, info: TableInfo): void {
+  if (info.dependents.length === 0) return;
+  throw new StowageError(
+    'E_INVALID_OPTION',
+    `table ${info.name} is ${layout.describe}, and stowage would upgrade it in place, but ${info.dependents.join(', ')} ` +
+      `depend${info.dependents.length === 1 ? 's' : ''} on it (the upgrade converts its key column and replaces its primary key). ` +
+      'Nothing was changed. Drop them, start the store once, then create them again (see the README on adopting tables); or give the store another table',
+  );
+}
+
+/**
  * For kinds stowage has no legacy layout for: `E_INVALID_OPTION` unless every column of stowage's
  * layout is there, of its type (other columns of yours are fine).
  */
@@ -163,12 +179,13 @@ function isAwaitlyLeaseTable(info: TableInfo): boolean {
 async function inspect(connection: PostgresConnection, tables: readonly TableName[]): Promise<Map<string, TableInfo>> {
   const { rows } = await connection.query(INSPECT.replace('$1', literalArray(tables.map((table) => table.sql))));
   const infos = new Map<string, TableInfo>();
-  for (const row of rows as { name: string; columns: ColumnInfo[]; primary_key: string[] | null; checks: string[]; byte_order: boolean }[]) {
+  for (const row of rows as { name: string; columns: ColumnInfo[]; primary_key: string[] | null; checks: string[]; dependents: string[]; byte_order: boolean }[]) {
     infos.set(row.name, {
       name: row.name,
       columns: new Map(row.columns.map((column) => [column.name, column])),
       primaryKey: row.primary_key ?? [],
       checks: row.checks,
+      dependents: row.dependents,
       byteOrderDefault: row.byte_order === true,
     });
   }
@@ -197,6 +214,12 @@ const INSPECT = `SELECT t.name,
     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
     WHERE p.conrelid = c.oid AND p.contype = 'p') AS primary_key,
   (SELECT coalesce(json_agg(p.conname), '[]') FROM pg_constraint p WHERE p.conrelid = c.oid AND p.contype = 'c') AS checks,
+  (SELECT coalesce(json_agg(DISTINCT x.what), '[]') FROM (
+      SELECT 'view ' || v.oid::regclass::text FROM pg_depend dep JOIN pg_rewrite r ON r.oid = dep.objid JOIN pg_class v ON v.oid = r.ev_class
+        WHERE dep.classid = 'pg_rewrite'::regclass AND dep.refclassid = 'pg_class'::regclass AND dep.refobjid = c.oid AND v.oid <> c.oid
+      UNION ALL
+      SELECT 'foreign key ' || quote_ident(f.conname) || ' of ' || f.conrelid::regclass::text FROM pg_constraint f
+        WHERE f.confrelid = c.oid AND f.contype = 'f') AS x(what)) AS dependents,
   (SELECT d.datcollate IN ('C', 'POSIX') AND coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c'
     FROM pg_database d WHERE d.datname = current_database()) AS byte_order
 FROM unnest($1::text[]) AS t(name)

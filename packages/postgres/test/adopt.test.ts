@@ -1,9 +1,13 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import type { JsonObject, WorkflowSnapshot } from '@stowage/core';
 import { findPostgresServer, startEmbeddedPostgres, type FoundBackend } from '@stowage/test-env';
 import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
 import { PostgresCheckpointStore, PostgresKeyValueStore, createPostgresPersistence, postgres } from '../src/index.js';
+import { toStowageError } from '../src/errors.js';
 import { awaitlyKeyValueDdl, awaitlyKeyValueDdlWithUpdatedAt, awaitlySave, awaitlySet, awaitlySnapshotDdl } from './support/legacy.js';
 
 /**
@@ -247,6 +251,73 @@ for (const backend of backends) {
       }
     });
 
+    // The worker process connects over TCP: the embedded PGlite lives in this process.
+    test.skipIf(backend.name === 'PGlite')('an upgrade SIGKILLed at random points, then run to the end, keeps every row', { timeout: 60_000 }, async () => {
+      const { schema, admin, q, drop } = await legacySchema(`${awaitlyKeyValueDdlWithUpdatedAt()};\n${awaitlySnapshotDdl()}`);
+      const rows = 20_000;
+      await admin.query(
+        `INSERT INTO ${q('awaitly_workflow_state')} (key, value, updated_at)
+         SELECT 'workflow:state:wf-' || g, 'v' || g, timestamptz '2024-01-01' + g * interval '1 microsecond' FROM generate_series(1, ${rows}) AS g`,
+      );
+      await admin.query(
+        `INSERT INTO ${q('awaitly_snapshots')} (id, snapshot) SELECT CASE WHEN g % 2 = 0 THEN 'orders:' ELSE '' END || 'wf-' || g, jsonb_build_object('n', g) FROM generate_series(1, ${rows}) AS g`,
+      );
+      // The catalog of both tables (columns, indexes, constraints): each change is a step of the upgrade.
+      const catalog = async () =>
+        (
+          await admin.query(
+            `SELECT string_agg(what, ',' ORDER BY what) AS signature FROM (
+               SELECT attname::text AS what FROM pg_attribute WHERE attrelid IN ($1::regclass, $2::regclass) AND attnum > 0 AND NOT attisdropped
+               UNION ALL SELECT indexrelid::regclass::text || indisvalid FROM pg_index WHERE indrelid IN ($1::regclass, $2::regclass)
+               UNION ALL SELECT conname::text FROM pg_constraint WHERE conrelid IN ($1::regclass, $2::regclass)) AS c`,
+            [q('awaitly_workflow_state'), q('awaitly_snapshots')],
+          )
+        ).rows[0].signature as string;
+      const worker = fileURLToPath(new URL('./support/adopt-worker.ts', import.meta.url));
+      const start = () => spawn(process.execPath, [worker], { env: { ...process.env, STOWAGE_WORKER_URL: url(), STOWAGE_WORKER_SCHEMA: schema }, stdio: ['ignore', 'pipe', 'inherit'] });
+      const kills: string[] = [];
+      try {
+        for (let round = 0; round < 5; round++) {
+          // Killed after a random number (0 to 5) of catalog changes: points in the upgrade's progress, not moments in time.
+          const changes = Math.floor(Math.random() * 6);
+          const child = start();
+          await printed(child, 'adopting');
+          let seen = 0;
+          let last = await catalog();
+          while (seen < changes && child.exitCode === null) {
+            const now = await catalog();
+            if (now !== last) seen++;
+            last = now;
+          }
+          const finished = child.exitCode !== null;
+          child.kill('SIGKILL');
+          await exited(child);
+          kills.push(finished ? 'none (it had finished)' : `after ${seen} change(s)`);
+        }
+        const last = start();
+        await printed(last, 'adopted');
+        expect(await exited(last)).toBe(0);
+        console.log(`[upgrade kill test] killed ${kills.join(', ')}`);
+
+        const counts = await admin.query(
+          `SELECT (SELECT count(*)::int FROM ${q('awaitly_workflow_state')}) AS kv, (SELECT count(*)::int FROM ${q('awaitly_snapshots')} WHERE prefix = 'orders:') AS orders,
+                  (SELECT count(*)::int FROM ${q('awaitly_snapshots')} WHERE prefix = '') AS plain`,
+        );
+        expect(counts.rows).toEqual([{ kv: rows, orders: rows / 2, plain: rows / 2 }]);
+        const kv = new PostgresKeyValueStore({ ...processOptions(schema), table: 'awaitly_workflow_state' });
+        const orders = postgres({ ...processOptions(schema), prefix: 'orders:' });
+        try {
+          expect(await kv.get(`workflow:state:wf-${rows}`)).toBe(`v${rows}`);
+          expect(await orders.load(`wf-${rows}`)).toEqual({ n: rows });
+        } finally {
+          await Promise.all([kv.close(), orders.close()]);
+        }
+        for (const table of ['awaitly_workflow_state', 'awaitly_snapshots']) expect((await layout(admin, q(table))).indexes.every((index) => index.valid)).toBe(true);
+      } finally {
+        await drop();
+      }
+    });
+
     test('an index an interrupted upgrade left invalid is built again', async () => {
       const { schema, admin, q, drop } = await legacySchema(awaitlyKeyValueDdl('legacy_kv'));
       await awaitlySet(admin, q('legacy_kv'), 'a', '1');
@@ -262,6 +333,34 @@ for (const backend of backends) {
         expect(rows[0]).toMatchObject({ valid: true, definition: expect.stringContaining('(expires_at) WHERE (expires_at IS NOT NULL)') });
       } finally {
         await kv.close();
+        await drop();
+      }
+    });
+
+    test('a table that views or foreign keys rest on is refused with E_INVALID_OPTION before anything changes; 2BP01 is a configuration error', async () => {
+      const { schema, admin, q, drop } = await legacySchema(`${awaitlyKeyValueDdl()};\n${awaitlySnapshotDdl()};
+        CREATE VIEW live_state AS SELECT key, expires_at FROM awaitly_workflow_state;
+        CREATE TABLE payments (workflow_id TEXT REFERENCES awaitly_snapshots (id))`);
+      await awaitlySet(admin, q('awaitly_workflow_state'), 'workflow:state:wf-1', 'v1', 3600);
+      await awaitlySave(admin, q('awaitly_snapshots'), '', 'wf-1', snapshot('running'));
+      const before = await Promise.all(['awaitly_workflow_state', 'awaitly_snapshots'].map((table) => layout(admin, q(table))));
+      const kv = new PostgresKeyValueStore({ ...processOptions(schema), table: 'awaitly_workflow_state' });
+      const snapshots = postgres(processOptions(schema));
+      try {
+        await expect(kv.get('workflow:state:wf-1')).rejects.toMatchObject({ code: 'E_INVALID_OPTION', message: expect.stringMatching(/view .*live_state.*Nothing was changed/) });
+        await expect(snapshots.load('wf-1')).rejects.toMatchObject({ code: 'E_INVALID_OPTION', message: expect.stringMatching(/foreign key .* of .*payments.*Nothing was changed/) });
+        expect(await Promise.all(['awaitly_workflow_state', 'awaitly_snapshots'].map((table) => layout(admin, q(table))))).toEqual(before);
+
+        // What PostgreSQL says when such an object is in the way (dependent_objects_still_exist) is a configuration error too.
+        const refused = await admin.query(`ALTER TABLE ${q('awaitly_snapshots')} DROP CONSTRAINT awaitly_snapshots_pkey`).catch((error: unknown) => error);
+        expect(toStowageError(refused)).toMatchObject({ code: 'E_INVALID_OPTION', cause: { code: '2BP01' } });
+
+        // Without them, the same stores adopt the tables.
+        await admin.query(`DROP VIEW ${q('live_state')}; DROP TABLE ${q('payments')}`);
+        expect(await kv.get('workflow:state:wf-1')).toBe('v1');
+        expect(await snapshots.load('wf-1')).toEqual(snapshot('running'));
+      } finally {
+        await Promise.all([kv.close(), snapshots.close()]);
         await drop();
       }
     });
@@ -301,4 +400,22 @@ for (const backend of backends) {
       }
     });
   });
+}
+
+/** Resolves once `child` printed `line` (rejects if it exits first). */
+function printed(child: ChildProcess, line: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.split('\n').includes(line)) resolve();
+    });
+    child.once('exit', (code, signal) => reject(new Error(`the adoption process exited (${code ?? signal}) before printing ${line}: ${output}`)));
+  });
+}
+
+/** The exit code of `child` once it has exited (`null` when a signal ended it). */
+async function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+  return child.exitCode;
 }
