@@ -21,6 +21,35 @@ export interface AdoptedTable {
 
 const adoptions = new WeakMap<PostgresPool, Map<string, Promise<AdoptedTable>>>();
 const claims = new WeakMap<PostgresPool, Map<string, Promise<void>>>();
+const idColumns = new WeakMap<PostgresPool, Map<string, Promise<string>>>();
+
+/** The key column of an adopted snapshot table (see the `snapshots` layout). */
+const ADOPTED_SNAPSHOT_ID = 'snapshot_id';
+
+/**
+ * The name of a snapshot table's id column: `id` in tables stowage created, `snapshot_id` in
+ * adopted ones. Known from the adoption with `autoCreate`; otherwise looked up once per pool
+ * and table (a table that does not exist yet is created with `id`).
+ */
+export function snapshotIdColumn(connection: PostgresConnection, table: TableName): Promise<string> {
+  const known = idColumns.get(connection.pool)?.get(table.sql);
+  if (known !== undefined) return known;
+  const lookup = connection
+    .query(`SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = '${ADOPTED_SNAPSHOT_ID}' AND NOT attisdropped) AS adopted`, [table.sql])
+    .then(({ rows }) => (rows[0].adopted === true ? ADOPTED_SNAPSHOT_ID : 'id'));
+  rememberIdColumn(connection, table, lookup);
+  return lookup;
+}
+
+/** Remembers a snapshot table's id column for the pool; a failed adoption or lookup is forgotten (tried again). */
+function rememberIdColumn(connection: PostgresConnection, table: TableName, column: Promise<string>): void {
+  let byTable = idColumns.get(connection.pool);
+  if (!byTable) idColumns.set(connection.pool, (byTable = new Map()));
+  byTable.set(table.sql, column);
+  column.catch(() => {
+    if (byTable.get(table.sql) === column) byTable.delete(table.sql);
+  });
+}
 
 /**
  * Checks the store's existing tables and upgrades those of awaitly-postgres's layout, once per
@@ -35,6 +64,8 @@ export async function adoptTables(connection: PostgresConnection, tables: Readon
     const inspected = inspect(connection, pending.map(([, name]) => name));
     for (const [kind, name] of pending) {
       const adoption = inspected.then((infos) => adoptTable(connection, kind, name, infos.get(name.sql)));
+      // A snapshot table is stowage's (or created now, as stowage's), or adopted: its id column follows.
+      if (kind === 'snapshots') rememberIdColumn(connection, name, adoption.then(({ adopted }) => (adopted ? ADOPTED_SNAPSHOT_ID : 'id')));
       byTable.set(name.sql, adoption);
       adoption.catch(() => {
         if (byTable.get(name.sql) === adoption) byTable.delete(name.sql); // tried again by the next start
@@ -44,19 +75,38 @@ export async function adoptTables(connection: PostgresConnection, tables: Readon
   return Promise.all(tables.map(([, name]) => byTable.get(name.sql)!));
 }
 
-async function adoptTable(connection: PostgresConnection, kind: TableKind, table: TableName, info: TableInfo | undefined): Promise<AdoptedTable> {
-  if (info === undefined) return { adopted: false };
+async function adoptTable(connection: PostgresConnection, kind: TableKind, table: TableName, found: TableInfo | undefined): Promise<AdoptedTable> {
+  if (found === undefined) return { adopted: false };
   const layout = LAYOUTS[kind as keyof typeof LAYOUTS];
   if (layout === undefined) {
-    assertStowageColumns(kind, table, info);
+    assertStowageColumns(kind, table, found);
     return { adopted: false };
   }
-  const adopted = info.columns.get('version')?.default === '1';
-  if (isNative(layout, info)) return { adopted };
-  assertKnownLayout(layout, table, info);
-  assertNoDependents(layout, info);
-  await upgrade(connection, layout, table, info);
+  // Tables stowage created have no default on `version`; legacy rows of adopted ones take 1.
+  const adopted = found.columns.get('version')?.default === '1';
+  if (!adopted && isNative(layout, found)) return { adopted: false };
+  const info = underLegacyNames(layout, found);
+  const renamed = Object.values(layout.renames).every((name) => found.columns.has(name));
+  if (!renamed || !isNative(layout, info)) {
+    assertKnownLayout(layout, table, info);
+    assertNoDependents(layout, info);
+    await upgrade(connection, layout, table, info);
+  }
   return { adopted: true };
+}
+
+/**
+ * `info` with the columns an upgrade renamed under their legacy names, so that a table is
+ * checked alike before and after the rename (see {@link Layout.renames}).
+ */
+function underLegacyNames(layout: Layout, info: TableInfo): TableInfo {
+  const legacyName = new Map(Object.entries(layout.renames).map(([legacy, renamed]) => [renamed, legacy]));
+  const rename = (name: string) => (legacyName.has(name) && !info.columns.has(legacyName.get(name)!) ? legacyName.get(name)! : name);
+  return {
+    ...info,
+    columns: new Map([...info.columns].map(([name, column]) => [rename(name), { ...column, name: rename(name) }])),
+    primaryKey: info.primaryKey.map(rename),
+  };
 }
 
 // --- layouts ------------------------------------------------------------------------------------
@@ -68,6 +118,7 @@ const BIGINT = ['bigint'];
 const LAYOUTS: Partial<Record<TableKind, Layout>> = {
   kv: {
     kind: 'kv',
+    renames: {},
     legacy: { key: TEXT, value: TEXT, expires_at: ['timestamp without time zone', ...TIMESTAMPTZ] },
     optional: { updated_at: TIMESTAMPTZ },
     added: { version: BIGINT, updated_at: TIMESTAMPTZ },
@@ -77,6 +128,10 @@ const LAYOUTS: Partial<Record<TableKind, Layout>> = {
   },
   snapshots: {
     kind: 'snapshots',
+    // awaitly-postgres selects, lists and deletes by `id` alone (`DELETE … WHERE id = $1`): once
+    // each prefix keeps its rows under their own id, such a statement of a process still running
+    // it would reach every prefix's rows. Under another name, every statement of it fails (42703).
+    renames: { id: ADOPTED_SNAPSHOT_ID },
     legacy: { id: TEXT, snapshot: ['json', 'jsonb'], updated_at: TIMESTAMPTZ },
     optional: {},
     added: { prefix: TEXT, version: BIGINT },
@@ -86,7 +141,7 @@ const LAYOUTS: Partial<Record<TableKind, Layout>> = {
   },
 };
 
-/** The table is stowage's layout, complete (created by stowage, or fully adopted). */
+/** The table is stowage's layout, complete (created by stowage, or fully adopted), under stowage's column names. */
 function isNative(layout: Layout, info: TableInfo): boolean {
   const types = { ...layout.legacy, ...layout.added, expires_at: TIMESTAMPTZ };
   const columns = [...tableColumns(layout.kind).keys()];
@@ -245,11 +300,12 @@ export function claimLegacySnapshots(connection: PostgresConnection, table: Tabl
   if (!claim) {
     const stored = encodeText(prefix);
     const { lo, hi } = keyRange(stored);
+    const id = ADOPTED_SNAPSHOT_ID;
     claim = connection
       .query(
-        `UPDATE ${table.sql} AS s SET prefix = $1, id = substr(s.id, length($1) + 1), updated_at = date_trunc('milliseconds', s.updated_at)
-         WHERE s.prefix = '' AND s.id >= $2 AND s.id < $3 AND s.version = 1 AND length(s.id) > length($1)
-           AND NOT EXISTS (SELECT 1 FROM ${table.sql} AS o WHERE o.prefix = $1 AND o.id = substr(s.id, length($1) + 1))`,
+        `UPDATE ${table.sql} AS s SET prefix = $1, ${id} = substr(s.${id}, length($1) + 1), updated_at = date_trunc('milliseconds', s.updated_at)
+         WHERE s.prefix = '' AND s.${id} >= $2 AND s.${id} < $3 AND s.version = 1 AND length(s.${id}) > length($1)
+           AND NOT EXISTS (SELECT 1 FROM ${table.sql} AS o WHERE o.prefix = $1 AND o.${id} = substr(s.${id}, length($1) + 1))`,
         [stored, lo, hi],
       )
       .then(() => undefined);

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
 import { PostgresCheckpointStore, PostgresKeyValueStore, createPostgresPersistence, postgres } from '../src/index.js';
 import { toStowageError } from '../src/errors.js';
-import { awaitlyKeyValueDdl, awaitlyKeyValueDdlWithUpdatedAt, awaitlySave, awaitlySet, awaitlySnapshotDdl } from './support/legacy.js';
+import { awaitlyKeyValueDdl, awaitlyKeyValueDdlWithUpdatedAt, awaitlySave, awaitlySet, awaitlySnapshotDdl, awaitlySnapshotStatements } from './support/legacy.js';
 
 /**
  * Tables written by awaitly-postgres, created exactly as its docs show them and filled as it
@@ -200,7 +200,7 @@ for (const backend of backends) {
 
         const { columns, indexes } = await layout(admin, table);
         expect(columns.map((column) => [column.name, column.type, column.not_null, column.collation])).toEqual([
-          ['id', 'text', true, 'C'],
+          ['snapshot_id', 'text', true, 'C'], // renamed: awaitly-postgres's statements, which name id, fail
           ['snapshot', 'jsonb', true, null],
           ['updated_at', 'timestamp with time zone', true, null],
           ['prefix', 'text', true, 'C'],
@@ -208,13 +208,45 @@ for (const backend of backends) {
         ]);
         expect(indexes.filter((index) => index.primary).map((index) => index.name)).toEqual(['awaitly_snapshots_pkey_c']);
         expect(indexes.map((index) => [index.name, index.valid])).toContainEqual(['awaitly_snapshots_list_idx', true]);
-        const { rows } = await admin.query(`SELECT prefix, id, version FROM ${table} WHERE prefix = 'orders:' ORDER BY id`);
-        expect(rows.map((row) => [row.prefix, row.id])).toEqual([
+        const { rows } = await admin.query(`SELECT prefix, snapshot_id, version FROM ${table} WHERE prefix = 'orders:' ORDER BY snapshot_id`);
+        expect(rows.map((row) => [row.prefix, row.snapshot_id])).toEqual([
           ['orders:', 'wf-1'],
           ['orders:', 'wf-2'],
         ]);
       } finally {
         await Promise.all([orders.close(), plain.close()]);
+        await drop();
+      }
+    });
+
+    test("awaitly-postgres's own statements, still running after the switch, touch no other namespace: each is refused", async () => {
+      const { schema, admin, q, drop } = await legacySchema(awaitlySnapshotDdl());
+      const table = q('awaitly_snapshots');
+      for (const prefix of ['', 'payments:', 'shipping:']) await awaitlySave(admin, table, prefix, 'order-1001', snapshot('running', prefix || 'plain'));
+      const stores = ['', 'payments:', 'shipping:'].map((prefix) => postgres({ ...processOptions(schema), prefix }));
+      try {
+        await Promise.all(stores.map((store) => store.ready()));
+        // An old process (prefix '') finishing order-1001, and everything else it sends.
+        const outcomes: Record<string, string> = {};
+        for (const statement of awaitlySnapshotStatements(table, '', 'order-1001', snapshot('completed'))) {
+          outcomes[statement.name] = await admin.query(statement.text, statement.values).then(
+            (result) => `ran (${result.rowCount ?? 0} rows)`,
+            (error: { code?: string }) => `refused (${error.code})`,
+          );
+        }
+        expect(outcomes).toEqual({
+          'create table': 'ran (0 rows)', // IF NOT EXISTS: nothing
+          'create index': 'ran (0 rows)', // IF NOT EXISTS: nothing
+          save: 'refused (42703)',
+          load: 'refused (42703)',
+          list: 'refused (42703)',
+          delete: 'refused (42703)',
+        });
+        for (const [index, prefix] of ['', 'payments:', 'shipping:'].entries()) {
+          expect(await stores[index]!.load('order-1001')).toEqual(snapshot('running', prefix || 'plain'));
+        }
+      } finally {
+        await Promise.all(stores.map((store) => store.close()));
         await drop();
       }
     });

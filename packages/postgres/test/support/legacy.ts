@@ -62,3 +62,23 @@ export async function awaitlySave(client: pg.Pool | pg.Client, table: string, pr
     [prefix + id, JSON.stringify(snapshot)],
   );
 }
+
+/**
+ * Every statement awaitly-postgres's snapshot store (`postgres()`) sends, as its source has them
+ * (`ensureTable`, `save`, `load`, `list`, `delete`), for a store with `prefix` and the workflow `id`.
+ */
+export function awaitlySnapshotStatements(table: string, prefix: string, id: string, snapshot: object): { name: string; text: string; values?: unknown[] }[] {
+  const bare = table.slice(table.lastIndexOf('.') + 1);
+  return [
+    { name: 'create table', text: `CREATE TABLE IF NOT EXISTS ${table} (id TEXT PRIMARY KEY, snapshot JSONB NOT NULL, updated_at TIMESTAMPTZ DEFAULT NOW())` },
+    { name: 'create index', text: `CREATE INDEX IF NOT EXISTS ${bare}_updated_at_idx ON ${table} (updated_at DESC)` },
+    {
+      name: 'save',
+      text: `INSERT INTO ${table} (id, snapshot, updated_at) VALUES ($1, $2, NOW()) ON CONFLICT (id) DO UPDATE SET snapshot = $2, updated_at = NOW()`,
+      values: [prefix + id, JSON.stringify(snapshot)],
+    },
+    { name: 'load', text: `SELECT snapshot FROM ${table} WHERE id = $1`, values: [prefix + id] },
+    { name: 'list', text: `SELECT id, updated_at FROM ${table} WHERE id LIKE $1 ORDER BY updated_at DESC LIMIT $2`, values: [`${prefix}%`, 100] },
+    { name: 'delete', text: `DELETE FROM ${table} WHERE id = $1`, values: [prefix + id] },
+  ];
+}
