@@ -211,7 +211,10 @@ function assertStowageColumns(kind: TableKind, table: TableName, info: TableInfo
   if (missing.length === 0 && wrongTypes.length === 0) return;
   const hint = isAwaitlyLeaseTable(info)
     ? ": it is awaitly-postgres's lock table, which only holds leases; give stowage another lockTableName, or drop it while no workflow runs"
-    : ': give the store another table';
+    : isGoGoScopeTable(kind, info)
+      ? ": it is a table of go-go-scope's own PostgresAdapter, which stowage does not adopt; give goGoScopePersistence other `tables` " +
+        '(see the README on go-go-scope\'s own tables), and keep go-go-scope\'s until its rows expire'
+      : ': give the store another table';
   const problems = [...(missing.length > 0 ? [`no column(s) ${missing.join(', ')}`] : []), ...wrongTypes];
   throw new StowageError(
     'E_INVALID_OPTION',
@@ -222,6 +225,23 @@ function assertStowageColumns(kind: TableKind, table: TableName, info: TableInfo
 
 function isAwaitlyLeaseTable(info: TableInfo): boolean {
   return ['workflow_id', 'owner_token', 'expires_at'].every((name) => info.columns.has(name));
+}
+
+/**
+ * The columns of the tables go-go-scope's own PostgreSQL adapters create (`PostgresAdapter`,
+ * `PostgresIdempotencyAdapter`) or write (checkpoints), per slot of goGoScopePersistence.
+ */
+const GO_GO_SCOPE_COLUMNS: Partial<Record<TableKind, readonly string[]>> = {
+  locks: ['key', 'owner', 'expires_at'],
+  circuitBreaker: ['key', 'state', 'failure_count', 'last_failure_time', 'last_success_time', 'updated_at'],
+  cache: ['key', 'value', 'expires_at', 'accessed_at'],
+  idempotency: ['key', 'value', 'expires_at', 'created_at', 'updated_at'],
+  checkpoints: ['id', 'task_id', 'sequence', 'timestamp', 'progress', 'data', 'estimated_time_remaining', 'created_at'],
+};
+
+function isGoGoScopeTable(kind: TableKind, info: TableInfo): boolean {
+  const columns = GO_GO_SCOPE_COLUMNS[kind];
+  return columns !== undefined && sameList([...info.columns.keys()].sort(), [...columns].sort());
 }
 
 // --- inspection -----------------------------------------------------------------------------

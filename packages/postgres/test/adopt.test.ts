@@ -6,9 +6,18 @@ import type { JsonObject, WorkflowSnapshot } from '@stowage/core';
 import { findPostgresServer, startEmbeddedPostgres, type FoundBackend } from '@stowage/test-env';
 import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
-import { PostgresCheckpointStore, PostgresKeyValueStore, createPostgresPersistence, postgres } from '../src/index.js';
+import { PostgresCheckpointStore, PostgresKeyValueStore, createPostgresPersistence, goGoScopePersistence, postgres } from '../src/index.js';
 import { toStowageError } from '../src/errors.js';
-import { awaitlyKeyValueDdl, awaitlyKeyValueDdlWithUpdatedAt, awaitlySave, awaitlySet, awaitlySnapshotDdl, awaitlySnapshotStatements } from './support/legacy.js';
+import {
+  awaitlyKeyValueDdl,
+  awaitlyKeyValueDdlWithUpdatedAt,
+  awaitlySave,
+  awaitlySet,
+  awaitlySnapshotDdl,
+  awaitlySnapshotStatements,
+  goGoScopePostgresDdl,
+  goGoScopePostgresWrites,
+} from './support/legacy.js';
 
 /**
  * Tables written by awaitly-postgres, created exactly as its docs show them and filled as it
@@ -393,6 +402,29 @@ for (const backend of backends) {
         expect(await snapshots.load('wf-1')).toEqual(snapshot('running'));
       } finally {
         await Promise.all([kv.close(), snapshots.close()]);
+        await drop();
+      }
+    });
+
+    test("go-go-scope's own tables, with rows, are refused loudly by every slot before anything changes, naming go-go-scope", async () => {
+      const { schema, admin, q, drop } = await legacySchema(goGoScopePostgresDdl());
+      await goGoScopePostgresWrites(admin, schema, 'myapp:');
+      const tables = ['go_goscope_locks', 'go_goscope_circuit', 'go_goscope_cache', 'go_goscope_idempotency', 'go_goscope_checkpoints'];
+      const before = await Promise.all(tables.map((table) => layout(admin, q(table))));
+      const persistence = goGoScopePersistence({ ...processOptions(schema) }, { keyPrefix: 'myapp:' });
+      try {
+        await expect(persistence.connect()).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
+        for (const store of Object.values(persistence.stores)) {
+          await expect((store as { ready(): Promise<void> }).ready()).rejects.toMatchObject({
+            code: 'E_INVALID_OPTION',
+            message: expect.stringContaining("go-go-scope's own PostgresAdapter"),
+          });
+        }
+        expect(await Promise.all(tables.map((table) => layout(admin, q(table))))).toEqual(before);
+        const { rows } = await admin.query(`SELECT value FROM ${q('go_goscope_idempotency')} WHERE key = 'charge:order-1'`);
+        expect(rows).toEqual([{ value: [null, { chargeId: 'ch_1' }] }]);
+      } finally {
+        await persistence.close();
         await drop();
       }
     });
