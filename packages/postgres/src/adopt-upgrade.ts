@@ -208,7 +208,7 @@ export async function upgrade(connection: PostgresConnection, layout: Layout, ta
  * `LOCK_TIMEOUT` for the table lock. A lock not granted in time is tried again a little later,
  * a few times, rather than queueing every writer of the table behind a long transaction.
  */
-async function ddl(connection: PostgresConnection, table: TableName, steps: readonly string[]): Promise<void> {
+export async function ddl(connection: PostgresConnection, table: TableName, steps: readonly string[]): Promise<void> {
   const text = `SELECT pg_advisory_xact_lock(hashtext('stowage adopt'), hashtext('${table.key}'));
 DO $adopt$
 DECLARE dropped record;

@@ -1,5 +1,5 @@
 import { StowageError } from '@stowage/core';
-import { NOT_NULL_CHECK, isByteOrder, sameList, upgrade, type ColumnInfo, type Layout, type TableInfo } from './adopt-upgrade.js';
+import { NOT_NULL_CHECK, ddl, isByteOrder, sameList, upgrade, type ColumnInfo, type Layout, type TableInfo } from './adopt-upgrade.js';
 import type { PostgresConnection, PostgresPool } from './connection.js';
 import { encodeText } from './key-encoding.js';
 import { tableColumns, type TableKind, type TableName } from './schema.js';
@@ -79,6 +79,14 @@ async function adoptTable(connection: PostgresConnection, kind: TableKind, table
   if (found === undefined) return { adopted: false };
   const layout = LAYOUTS[kind as keyof typeof LAYOUTS];
   if (layout === undefined) {
+    const keys = goGoScopeKeys.get(connection.pool)?.get(table.sql);
+    if (kind === 'idempotency' && keys !== undefined && isGoGoScopeTable(kind, found) && found.columns.get('value')!.type === 'jsonb') {
+      if (found.dependents.length > 0) {
+        throw new StowageError('E_INVALID_OPTION', `table ${found.name} is go-go-scope's idempotency table, but ${found.dependents.join(', ')} rest on it; nothing was changed`);
+      }
+      await adoptGoGoScopeIdempotency(connection, table, keys);
+      return { adopted: true };
+    }
     assertStowageColumns(kind, table, found);
     return { adopted: false };
   }
@@ -242,6 +250,54 @@ const GO_GO_SCOPE_COLUMNS: Partial<Record<TableKind, readonly string[]>> = {
 function isGoGoScopeTable(kind: TableKind, info: TableInfo): boolean {
   const columns = GO_GO_SCOPE_COLUMNS[kind];
   return columns !== undefined && sameList([...info.columns.keys()].sort(), [...columns].sort());
+}
+
+// --- go-go-scope's idempotency table ------------------------------------------------------------
+
+/** How goGoScopePersistence keys idempotency records, and how go-go-scope's `PostgresIdempotencyAdapter` did. */
+export interface GoGoScopeKeys {
+  keyPrefix: string;
+  idempotencyKeyPrefix: string;
+}
+
+const goGoScopeKeys = new WeakMap<PostgresPool, Map<string, GoGoScopeKeys>>();
+
+/** Says that `table` on `pool` is goGoScopePersistence's idempotency table: go-go-scope's own is adopted there. */
+export function registerGoGoScopeIdempotency(pool: PostgresPool, table: TableName, keys: GoGoScopeKeys): void {
+  let byTable = goGoScopeKeys.get(pool);
+  if (!byTable) goGoScopeKeys.set(pool, (byTable = new Map()));
+  byTable.set(table.sql, keys);
+}
+
+/**
+ * go-go-scope's `PostgresIdempotencyAdapter` table (`key VARCHAR(255)`, `value JSONB`, …) in
+ * stowage's layout, in one transaction (a crash leaves it as it was; a second process finds it
+ * done): every record becomes a completed result whose value is the JSON text go-go-scope
+ * stored (what `richCodec` reads back), under goGoScopePersistence's key (`keyPrefix` + the key
+ * without go-go-scope's prefix). The conversion rewrites the table under an exclusive lock.
+ */
+async function adoptGoGoScopeIdempotency(connection: PostgresConnection, table: TableName, { keyPrefix, idempotencyKeyPrefix }: GoGoScopeKeys): Promise<void> {
+  const t = table.sql;
+  const text = (value: string) => `'${encodeText(value).replace(/'/g, "''")}'`;
+  const rekey =
+    keyPrefix === idempotencyKeyPrefix
+      ? ''
+      : `UPDATE ${t} SET key = ${text(keyPrefix)} || substr(key, ${[...idempotencyKeyPrefix].length + 1}) WHERE starts_with(key, ${text(idempotencyKeyPrefix)});`;
+  await ddl(connection, table, [
+    `IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '${t}'::regclass AND attname = 'status' AND NOT attisdropped) THEN
+      ALTER TABLE ${t}
+        ALTER COLUMN key TYPE TEXT COLLATE "C" USING replace(key, chr(1), chr(1) || '1'),
+        ALTER COLUMN value DROP NOT NULL,
+        ALTER COLUMN value TYPE TEXT USING value::text,
+        ADD COLUMN status TEXT NOT NULL DEFAULT 'completed' CHECK (status IN ('in-flight', 'completed')),
+        ADD COLUMN token TEXT,
+        ALTER COLUMN updated_at SET DEFAULT now();
+      ALTER TABLE ${t} ALTER COLUMN status DROP DEFAULT;
+      UPDATE ${t} SET updated_at = now() WHERE updated_at IS NULL;
+      ALTER TABLE ${t} ALTER COLUMN updated_at SET NOT NULL;
+      ${rekey}
+    END IF;`,
+  ]);
 }
 
 // --- inspection -----------------------------------------------------------------------------

@@ -524,10 +524,13 @@ async function runDdl(connection: PostgresConnection, text: string, objects: str
       return;
     } catch (error) {
       // Someone creating the same objects without the advisory lock (another tool, an older
-      // stowage) can still race us: the object exists now, so another pass succeeds.
+      // stowage) can still race us: the object exists now, so another pass succeeds. A deadlock
+      // (40P01) with another process's adoption (its CREATE INDEX CONCURRENTLY waits for this
+      // transaction, which waits for the table lock of `CREATE INDEX IF NOT EXISTS`) undid this
+      // transaction: it goes again once the build is over.
       const state = sqlState(error) ?? sqlState((error as { cause?: unknown }).cause);
       if (state === MISSING_SEQUENCE) throw missingSequenceError((error as Error).message, error);
-      if (attempt < 3 && (state === '42P07' || state === '23505' || state === '42710')) continue;
+      if (attempt < 3 && (state === '42P07' || state === '23505' || state === '42710' || state === '40P01')) continue;
       if ((state === READ_ONLY_TRANSACTION || state === INSUFFICIENT_PRIVILEGE) && (await allExist(connection, objects))) return;
       throw error;
     }

@@ -406,23 +406,50 @@ for (const backend of backends) {
       }
     });
 
-    test("go-go-scope's own tables, with rows, are refused loudly by every slot before anything changes, naming go-go-scope", async () => {
+    test("go-go-scope's own tables with rows: its idempotency table is adopted (a recorded charge is served, not run again); the others are refused loudly, unchanged", async () => {
       const { schema, admin, q, drop } = await legacySchema(goGoScopePostgresDdl());
       await goGoScopePostgresWrites(admin, schema, 'myapp:');
-      const tables = ['go_goscope_locks', 'go_goscope_circuit', 'go_goscope_cache', 'go_goscope_idempotency', 'go_goscope_checkpoints'];
-      const before = await Promise.all(tables.map((table) => layout(admin, q(table))));
+      const refused = ['go_goscope_locks', 'go_goscope_circuit', 'go_goscope_cache', 'go_goscope_checkpoints'];
+      const before = await Promise.all(refused.map((table) => layout(admin, q(table))));
       const persistence = goGoScopePersistence({ ...processOptions(schema) }, { keyPrefix: 'myapp:' });
       try {
         await expect(persistence.connect()).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
-        for (const store of Object.values(persistence.stores)) {
-          await expect((store as { ready(): Promise<void> }).ready()).rejects.toMatchObject({
+        const { idempotency, ...others } = persistence.stores;
+        for (const store of Object.values(others)) {
+          await expect(ready(store)).rejects.toMatchObject({
             code: 'E_INVALID_OPTION',
             message: expect.stringContaining("go-go-scope's own PostgresAdapter"),
           });
         }
-        expect(await Promise.all(tables.map((table) => layout(admin, q(table))))).toEqual(before);
-        const { rows } = await admin.query(`SELECT value FROM ${q('go_goscope_idempotency')} WHERE key = 'charge:order-1'`);
-        expect(rows).toEqual([{ value: [null, { chargeId: 'ch_1' }] }]);
+        expect(await Promise.all(refused.map((table) => layout(admin, q(table))))).toEqual(before);
+
+        // go-go-scope looks the task's key up before running it: the recorded result is there,
+        // under goGoScopePersistence's key (keyPrefix + the key its PostgresIdempotencyAdapter used).
+        await ready(idempotency);
+        let charges = 0;
+        const charge = async (key: string) => {
+          const recorded = await persistence.idempotency.get(key);
+          if (recorded) return recorded.value;
+          charges++;
+          const result = [undefined, { chargeId: `ch_${charges + 1}` }];
+          await persistence.idempotency.set(key, result, 3_600_000);
+          return result;
+        };
+        expect(await charge('charge:order-1')).toEqual([null, { chargeId: 'ch_1' }]); // what go-go-scope's own adapter returned
+        expect(await charge('charge:order-2')).toEqual([undefined, { chargeId: 'ch_2' }]);
+        expect(await charge('charge:order-2')).toEqual([undefined, { chargeId: 'ch_2' }]);
+        expect(charges).toBe(1);
+        expect((await persistence.idempotency.get('charge:order-1'))!.expiresAt).toBeGreaterThan(Date.now());
+        const { rows } = await admin.query(`SELECT key, status FROM ${q('go_goscope_idempotency')} ORDER BY key`);
+        expect(rows).toEqual([
+          { key: 'myapp:charge:order-1', status: 'completed' },
+          { key: 'myapp:charge:order-2', status: 'completed' },
+        ]);
+        // A second start finds it adopted and changes nothing.
+        const again = goGoScopePersistence({ ...processOptions(schema) }, { keyPrefix: 'myapp:' });
+        await ready(again.stores.idempotency);
+        expect(await again.idempotency.get('charge:order-1')).toMatchObject({ value: [null, { chargeId: 'ch_1' }] });
+        await again.close();
       } finally {
         await persistence.close();
         await drop();
@@ -482,4 +509,9 @@ function printed(child: ChildProcess, line: string): Promise<void> {
 async function exited(child: ChildProcess): Promise<number | null> {
   if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
   return child.exitCode;
+}
+
+/** A store's `ready()` (every Postgres store has one; the contracts do not name it). */
+function ready(store: object): Promise<void> {
+  return (store as { ready(): Promise<void> }).ready();
 }
