@@ -67,11 +67,15 @@ export const config = {
   connectionProcesses: intFromEnv('BENCH_CONNECTION_PROCESSES', 20, 20),
   /** How long each of those processes runs its mixed workload (ms). */
   connectionWorkloadMs: intFromEnv('BENCH_CONNECTION_WORKLOAD_MS', 3_000, 2_000),
+  /** How long the open-loop load generator offers each rate (ms). */
+  openLoopMs: intFromEnv('BENCH_OPEN_LOOP_MS', 3_000, 1_000),
+  /** Rounds of the open-loop ladder (implementations interleaved within each; medians across). */
+  openLoopRounds: intFromEnv('BENCH_OPEN_LOOP_ROUNDS', 3, 1),
   /** Which backends run: pglite, postgres, mongo (default: every one found). */
   backends: listFromEnv('BENCH_BACKENDS'),
   /** Only operations whose name contains one of these (e.g. `kv.,cache.`). */
   ops: listFromEnv('BENCH_OPS'),
-  /** Skip sections: `ops`, `flat`, `handoff`, `connections`, `memory` (`BENCH_SKIP=handoff,memory`). */
+  /** Skip sections: `ops`, `flat`, `handoff`, `connections`, `memory`, `open-loop` (`BENCH_SKIP=handoff,memory`). */
   skip: new Set(listFromEnv('BENCH_SKIP') ?? []),
   outDir: process.env.BENCH_OUT_DIR ?? 'bench-results',
   /** Log every phase of every operation (where a slow server spends the time). */

@@ -131,7 +131,7 @@ export interface SectionTable {
 
 /** A part of a backend's run besides the operations; `id` is what `BENCH_SKIP` names. */
 export interface Section {
-  id: 'flat' | 'handoff' | 'connections' | 'memory';
+  id: 'flat' | 'handoff' | 'connections' | 'memory' | 'open-loop';
   run(log: (line: string) => void): Promise<SectionTable[]>;
 }
 

@@ -16,7 +16,8 @@ export default defineConfig({
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
-  sourcemap: true,
+  // No source maps: they were half of every tarball, and dist is unminified, readable JavaScript.
+  sourcemap: false,
   target: 'node22',
   // One copy of each module across the entry points, for CommonJS too: a StowageError thrown by
   // the kit (`@stowage/core/adapter`) must be an `instanceof` the one users import from the root.

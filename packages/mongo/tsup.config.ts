@@ -5,7 +5,8 @@ export default defineConfig({
   format: ['esm', 'cjs'],
   dts: true,
   clean: true,
-  sourcemap: true,
+  // No source maps: they were half of every tarball, and dist is unminified, readable JavaScript.
+  sourcemap: false,
   target: 'node22',
   external: ['mongodb', '@stowage/core'],
 });

@@ -10,6 +10,7 @@ import { importAwaitlyMongo } from '../awaitly-shim.ts';
 import { config } from '../config.ts';
 import { ANCHOR_COLLECTIONS, fillAnchorCollections, keyvAnchorSeeder, mongoRawAndAnchors } from '../anchor-mongo.ts';
 import { handoffSection } from '../handoff.ts';
+import { OPEN_LOOP_ROUTES, openLoopSection } from '../open-loop/section.ts';
 import { runHeapGrowth } from '../memory.ts';
 import { MongoRecorder, type MongoCommand } from '../mongo-observer.ts';
 import { buildOps, unavailableStowage, type StowageSet } from '../ops.ts';
@@ -224,6 +225,17 @@ export async function mongoBackend(url: string, label: string): Promise<BackendB
     },
     handoffSection(() => ({ kind: 'mongo', url, database: BENCH_DATABASE, poolSize: config.poolSize }), { polling: false }),
     notApplicable('connections', 'connections', 'counted from pg_stat_activity: Postgres only'),
+    openLoopSection({
+      backend: 'mongo',
+      id: 'mongo',
+      url,
+      namespace: BENCH_DATABASE,
+      rows: anchorRows,
+      impls: ['stowage', 'raw driver'],
+      targets: false,
+      // FerretDB v1 answers a find in milliseconds: its ladder stops far lower
+      routes: OPEN_LOOP_ROUTES.map((route) => ({ ...route, rates: ferretdb ? [100, 250, 500, 1_000] : route.rates })),
+    }),
   ];
 
   return {

@@ -14,6 +14,7 @@ import { PostgresData } from '../data-postgres.ts';
 import { runFlat } from '../flat.ts';
 import { handoffSection } from '../handoff.ts';
 import { runHeapGrowth } from '../memory.ts';
+import { OPEN_LOOP_ROUTES, openLoopSection } from '../open-loop/section.ts';
 import { buildOps, unavailableStowage, type OthersFor } from '../ops.ts';
 import { combinePeers, keyvPeers } from '../peers.ts';
 import { installPgObserver, recordPg, type PgStatement } from '../pg-observer.ts';
@@ -114,6 +115,19 @@ export async function postgresBackend(id: 'pglite' | 'postgres', title: string, 
       applicationName: 'stowage_bench_handoff',
     }), { polling: true }),
   ];
+  sections.push(
+    openLoopSection({
+      backend: 'postgres',
+      id,
+      url,
+      namespace: BENCH_SCHEMA,
+      rows: config.anchorRows,
+      // PGlite is one session: prepared statements of two pool clients would share its names
+      impls: pglite ? ['stowage', 'raw pg, unnamed', '@keyv/postgres'] : ['stowage', 'raw pg, prepared', 'raw pg, unnamed', '@keyv/postgres'],
+      targets: !pglite,
+      routes: pglite ? OPEN_LOOP_ROUTES.map((route) => ({ ...route, rates: [100, 250, 500, 1_000, 2_000, 4_000] })) : OPEN_LOOP_ROUTES,
+    }),
+  );
   if (!pglite) sections.push(connectionsSection(url, BENCH_SCHEMA));
   else {
     sections.push({

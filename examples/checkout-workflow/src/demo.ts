@@ -15,7 +15,7 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { postgres } from '@stowage/postgres';
 import { CRASH_EXIT_CODE, type DemoMessage, type WorkerMessage } from './protocol.ts';
-import { SideEffects } from './side-effects.ts';
+import { DEMO_SCHEMA, SideEffects } from './side-effects.ts';
 
 export interface DemoOptions {
   /** The database every process connects to. */
@@ -97,7 +97,7 @@ export async function runCheckoutDemo({ url, log = console.log }: DemoOptions): 
   const runId = randomUUID().slice(0, 8);
   const sideEffects = new SideEffects(url);
   // A plain store (no lock) to look at the snapshots the workers leave behind.
-  const inspector = postgres({ url, pool: { max: 1 } });
+  const inspector = postgres({ url, schema: DEMO_SCHEMA, pool: { max: 1 } });
   const checks: Check[] = [];
   const check = (claim: string, ok: boolean) => {
     checks.push({ claim, ok });

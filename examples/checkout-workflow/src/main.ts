@@ -7,10 +7,19 @@
  */
 import { connectExampleDatabase } from '@stowage/test-env';
 import { runCheckoutDemo } from './demo.ts';
+import { DEMO_SCHEMA, SideEffects } from './side-effects.ts';
 
 console.log('stowage demo: a durable checkout workflow (awaitly durable.run + @stowage/postgres)');
 const database = await connectExampleDatabase();
 console.log(`database: ${database.label}`);
+
+// On a database of yours, everything goes into a schema of the demo's own, dropped at the end
+// unless it was there before.
+const schemaOwner = new SideEffects(database.url);
+const dropSchemaAtEnd = database.source === 'env' && !(await schemaOwner.schemaExists());
+if (database.source === 'env') {
+  console.log(`tables: in schema "${DEMO_SCHEMA}"${dropSchemaAtEnd ? ', dropped at the end' : ' (it existed before: kept)'}`);
+}
 
 try {
   const { checks } = await runCheckoutDemo({ url: database.url });
@@ -24,5 +33,7 @@ try {
     process.exitCode = 1;
   }
 } finally {
+  if (dropSchemaAtEnd) await schemaOwner.dropSchema();
+  await schemaOwner.close();
   await database.stop();
 }

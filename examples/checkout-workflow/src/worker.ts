@@ -11,7 +11,7 @@ import { postgres } from '@stowage/postgres';
 import { isConcurrentExecution } from 'awaitly/durable';
 import { checkoutSteps, runCheckout } from './checkout.ts';
 import { CRASH_EXIT_CODE, type DemoMessage, type WorkerMessage } from './protocol.ts';
-import { SideEffects } from './side-effects.ts';
+import { DEMO_SCHEMA, SideEffects } from './side-effects.ts';
 
 const { positionals, values } = parseArgs({
   allowPositionals: true,
@@ -34,7 +34,7 @@ const say = (text: string) => console.log(text);
 
 // `lock` makes the store an awaitly WorkflowLock too: durable.run then takes a lease on the
 // workflow id before it starts, renews it while it runs and releases it at the end.
-const store = postgres({ url, lock: {}, pool: { max: 2 } });
+const store = postgres({ url, schema: DEMO_SCHEMA, lock: {}, pool: { max: 2 } });
 const sideEffects = new SideEffects(url);
 const nextMessage = (expected: DemoMessage) =>
   new Promise<void>((resolve) => {

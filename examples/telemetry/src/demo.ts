@@ -40,11 +40,12 @@ export async function runOn(stores: Stores): Promise<void> {
 export function printSpans(spans: readonly ReadableSpan[], log: (line: string) => void): void {
   for (const span of spans) {
     const ms = (span.duration[0] * 1e3 + span.duration[1] / 1e6).toFixed(2);
-    const { 'db.system': system, 'db.collection.name': collection, 'db.operation.batch.size': batch, 'error.type': error } = span.attributes;
+    const { 'db.system.name': system, 'db.collection.name': collection, 'db.operation.batch.size': batch, 'error.type': error } = span.attributes;
     const details = [collection && `on ${String(collection)}`, batch !== undefined && `batch of ${String(batch)}`, error && `failed: ${String(error)}`]
       .filter(Boolean)
       .join(', ');
-    log(`  ${String(system).padEnd(10)} ${span.name.padEnd(20)} ${ms.padStart(7)} ms  ${details}`);
+    const operation = String(span.attributes['db.operation.name'] ?? span.name); // the span's name adds the collection, printed after
+    log(`  ${String(system).padEnd(10)} ${operation.padEnd(20)} ${ms.padStart(7)} ms  ${details}`);
   }
 }
 

@@ -13,7 +13,7 @@ import type { TransitionKind } from './contracts/process.js';
 export interface StoreIdentity {
   /** The object's name in errors, e.g. "PostgresKeyValueStore". */
   readonly name: string;
-  /** The database, as OpenTelemetry's `db.system` names it: `'postgresql'`, `'mongodb'`, `'memory'`. */
+  /** The database, as OpenTelemetry's `db.system.name` names it: `'postgresql'`, `'mongodb'`, `'memory'`. */
   readonly system?: string;
   /** The table or collection the store works on (schema-qualified when a schema was given). */
   readonly collection?: string;

@@ -9,13 +9,26 @@ export const ERROR_CODES = [
   'E_LOCK_LOST',
   'E_UNAVAILABLE',
   'E_TIMEOUT',
+  /** `withLock` did not get the lock within `wait` (default 0): another owner holds it. Not a database fault. */
+  'E_LOCK_BUSY',
 ] as const;
 
 export type StowageErrorCode = (typeof ERROR_CODES)[number];
 
 /**
+ * What marks a StowageError, in the global symbol registry: one key for every build (ESM and
+ * CommonJS) and every copy of `@stowage/core` in a process. A CommonJS library beside an ESM
+ * application, or two versions of core after version drift, each load their own class; an
+ * error of one must still be a StowageError to the other, or retry logic keyed on a code breaks.
+ */
+const BRAND = Symbol.for('@stowage/core:StowageError');
+
+/**
  * The one error class every stowage adapter throws. Branch on `code`, never on `message`.
  * When a driver error caused it, that error is kept as `cause`.
+ *
+ * `instanceof StowageError` and `isStowageError` test the brand, not the prototype chain, so they
+ * answer the same for an error created by any build or copy of `@stowage/core`.
  */
 export class StowageError extends Error {
   override readonly name = 'StowageError';
@@ -25,7 +38,13 @@ export class StowageError extends Error {
     super(message, options);
     this.code = code;
   }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return typeof value === 'object' && value !== null && (value as { [BRAND]?: unknown })[BRAND] === true;
+  }
 }
+// On the prototype, not on each error: nothing extra to print or serialize.
+Object.defineProperty(StowageError.prototype, BRAND, { value: true });
 
 export function isStowageError(error: unknown, code?: StowageErrorCode): error is StowageError {
   return error instanceof StowageError && (code === undefined || error.code === code);

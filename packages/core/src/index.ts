@@ -11,7 +11,7 @@ export { escapeGlob } from './glob.js';
 export { ManualClock, monotonicClock, type Clock } from './clock.js';
 export { hasCapability, type Capabilities, type CapabilityName, type HasCapabilities } from './capabilities.js';
 export { jsonCodec, richCodec, type Codec, type JsonObject, type JsonPrimitive, type JsonValue } from './json.js';
-export { DEFAULT_STATE_PREFIX, createStatePersistence, type StatePersistenceOptions } from './persistence.js';
+export { AwaitlyKeyValueStore, DEFAULT_STATE_PREFIX, createStatePersistence, type StatePersistenceOptions } from './persistence.js';
 export {
   STOWAGE_CHANNELS,
   type BatchMessage,

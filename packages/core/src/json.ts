@@ -104,6 +104,38 @@ export const jsonCodec: Codec = {
   decode: (text) => JSON.parse(text),
 };
 
+/**
+ * `JSON.stringify(value)`, the encoding awaitly's own adapters store snapshots in: `undefined`,
+ * functions and symbols in objects are dropped (in arrays they become `null`), `NaN` and
+ * ±Infinity become `null`, a `Date` becomes its ISO string (any `toJSON` is called), a `Map` or
+ * `Set` becomes `{}`. Where `JSON.stringify` would throw, this does not: a BigInt becomes its
+ * decimal digits as a string (`10n` → `"10"`), and an object met again inside itself (a cycle)
+ * becomes the string `"[Circular]"`. `undefined` when `value` itself has no JSON form (e.g. is
+ * `undefined`).
+ */
+export function stringifyLikeJson(value: unknown): string | undefined {
+  try {
+    return JSON.stringify(value);
+  } catch {
+    // a BigInt or a cycle somewhere (or a throwing toJSON, which throws again below)
+  }
+  // The objects from the root down to the one being written: `this` of the replacer is the
+  // object holding `current`, so everything after it on the path is finished.
+  const path: unknown[] = [];
+  return JSON.stringify(value, function (this: unknown, _key, current: unknown) {
+    if (typeof current === 'bigint') return current.toString();
+    if (path.length === 0) {
+      path.push(current);
+      return current;
+    }
+    const holder = path.indexOf(this);
+    if (holder === -1) path.push(this);
+    else path.length = holder + 1;
+    if (typeof current === 'object' && current !== null && path.includes(current)) return '[Circular]';
+    return current;
+  });
+}
+
 const TYPE_TAG = '$stowage';
 
 /**

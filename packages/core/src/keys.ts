@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { StowageError } from './errors.js';
 
 /** Keys are non-empty strings of at most this many UTF-8 bytes. */
@@ -28,6 +29,33 @@ export function assertValidKey(key: unknown, what = 'key'): asserts key is strin
   if (key.length * 3 > MAX_KEY_BYTES && utf8ByteLength(key) > MAX_KEY_BYTES) {
     throw new StowageError('E_INVALID_KEY', `${what} is longer than ${MAX_KEY_BYTES} UTF-8 bytes`);
   }
+}
+
+/** `'#'` and a base64url SHA-256: what {@link fitKey} puts after a long key's start. */
+const HASH_SUFFIX_BYTES = 1 + 43;
+
+/**
+ * A key as the layers for clients that swallow a store's errors keep it: awaitly's
+ * `durable.run` (snapshot ids, its `idem:<key>` records) and go-go-scope (idempotency and
+ * cache keys) take keys of any length from their own adapters (a URL as the key), and a key
+ * refused there would silently turn durability or idempotency off. A key within
+ * {@link MAX_KEY_BYTES} is kept as it is; a longer one becomes its first 980 bytes (whole
+ * characters), `'#'`, and the base64url SHA-256 of the whole key: still readable, the same
+ * for the same key in every process, and distinct for distinct keys. Listings show that
+ * stored form. Anything that is not a well-formed string comes back as it is, to be refused
+ * by {@link assertValidKey}.
+ */
+export function fitKey<T>(key: T): T | string {
+  if (typeof key !== 'string' || key.length * 3 <= MAX_KEY_BYTES || utf8ByteLength(key) <= MAX_KEY_BYTES || !key.isWellFormed()) return key;
+  let start = '';
+  let bytes = 0;
+  for (const character of key) {
+    const size = utf8ByteLength(character);
+    if (bytes + size > MAX_KEY_BYTES - HASH_SUFFIX_BYTES) break;
+    start += character;
+    bytes += size;
+  }
+  return `${start}#${createHash('sha256').update(key).digest('base64url')}`;
 }
 
 export function assertValidKeys(keys: unknown, what = 'keys'): asserts keys is readonly string[] {

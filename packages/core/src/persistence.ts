@@ -2,6 +2,7 @@ import type { KeyValueStore } from './contracts/kv.js';
 import type { SnapshotStore, WorkflowSnapshot } from './contracts/snapshots.js';
 import { StowageError, isStowageError } from './errors.js';
 import { escapeGlob } from './glob.js';
+import { fitKey } from './keys.js';
 import { SnapshotStoreBase, compareSnapshotItems, isAfterCursor, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from './adapter/snapshots.js';
 import type { Capabilities } from './capabilities.js';
 
@@ -15,13 +16,71 @@ export const DEFAULT_STATE_PREFIX = 'workflow:state:';
  */
 const STATE_PREFIXES_KEY = '\u007fstowage:state-prefixes';
 
+/**
+ * A stowage {@link KeyValueStore} with the `set` of awaitly's own key-value stores
+ * (`PostgresKeyValueStore` of awaitly-postgres, `MongoKeyValueStore` of awaitly-mongo): there
+ * `set(key, value, { ttl })` takes SECONDS (their source writes `ttl * 1000`), where every
+ * stowage contract takes milliseconds. Code written against those adapters keeps its
+ * `{ ttl: 60 }` (a minute) by going through this wrapper; the store itself stays reachable as
+ * {@link AwaitlyKeyValueStore.store}, in milliseconds. `createStatePersistence` takes either.
+ *
+ * ```ts
+ * const kv = new AwaitlyKeyValueStore(new PostgresKeyValueStore({ connectionString }));
+ * await kv.set('session:1', value, { ttl: 60 }); // expires in 60 seconds, as in awaitly-postgres
+ * await kv.store.set('session:1', value, { ttl: 60_000 }); // the same, in stowage's milliseconds
+ * ```
+ */
+export class AwaitlyKeyValueStore {
+  /** The stowage store underneath, with its whole contract (durations in milliseconds). */
+  readonly store: KeyValueStore;
+
+  constructor(store: KeyValueStore) {
+    this.store = store;
+  }
+
+  get(key: string): Promise<string | null> {
+    return this.store.get(key);
+  }
+
+  /**
+   * `ttl` in seconds, fractions allowed (rounded up to whole milliseconds); no ttl, or 0, is
+   * no expiry (as awaitly's adapters treat a falsy ttl). A negative or non-finite ttl rejects
+   * with `E_INVALID_OPTION` (awaitly's adapters would store an entry that is already expired,
+   * or fail in the driver).
+   */
+  async set(key: string, value: string, options?: { ttl?: number }): Promise<void> {
+    const seconds = options?.ttl;
+    if (seconds !== undefined && (typeof seconds !== 'number' || !Number.isFinite(seconds) || seconds < 0)) {
+      throw new StowageError('E_INVALID_OPTION', `ttl must be a number of seconds >= 0 (awaitly's unit), got ${String(seconds)}`);
+    }
+    await this.store.set(key, value, seconds ? { ttl: Math.ceil(seconds * 1000) } : undefined);
+  }
+
+  delete(key: string): Promise<boolean> {
+    return this.store.delete(key);
+  }
+
+  exists(key: string): Promise<boolean> {
+    return this.store.exists(key);
+  }
+
+  keys(pattern?: string): Promise<string[]> {
+    return this.store.keys(pattern);
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+}
+
 export interface StatePersistenceOptions {
   /** Close the key-value store when the persistence is closed (the adapters' factories set this). */
   ownsStore?: boolean;
 }
 
 /**
- * Turns any {@link KeyValueStore} into a snapshot store that awaitly's `durable.run` accepts,
+ * Turns any {@link KeyValueStore} (or an {@link AwaitlyKeyValueStore} around one) into a
+ * snapshot store that awaitly's `durable.run` accepts,
  * the way `createStatePersistence` of `awaitly/persistence` does: each snapshot is one JSON
  * value under `prefix + id`, so tables written by awaitly's own adapters read as they are.
  * Versions are the key-value store's; listing orders by its `updatedAt`, so it never depends
@@ -33,11 +92,11 @@ export interface StatePersistenceOptions {
  * another persistence, in any process, has recorded a prefix that starts like this one.
  */
 export function createStatePersistence<TSnapshot extends object = WorkflowSnapshot>(
-  kv: KeyValueStore,
+  kv: KeyValueStore | AwaitlyKeyValueStore,
   prefix: string = DEFAULT_STATE_PREFIX,
   options: StatePersistenceOptions = {},
 ): SnapshotStore<TSnapshot> {
-  return new StatePersistence<TSnapshot>(kv, prefix, options.ownsStore ?? false);
+  return new StatePersistence<TSnapshot>(kv instanceof AwaitlyKeyValueStore ? kv.store : kv, prefix, options.ownsStore ?? false);
 }
 
 /**
@@ -114,7 +173,8 @@ class StatePersistence<TSnapshot extends object> extends SnapshotStoreBase<TSnap
 
   /** The key of a snapshot; the record of prefixes is none (only the empty prefix could name it). */
   #key(id: string): string {
-    const key = this.prefix + id;
+    // The prefix and the id together may pass 1024 bytes where the id alone did not.
+    const key = fitKey(this.prefix + id);
     if (key === STATE_PREFIXES_KEY) throw new StowageError('E_INVALID_KEY', `snapshot id ${JSON.stringify(id)} is reserved`);
     return key;
   }

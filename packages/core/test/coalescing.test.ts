@@ -49,6 +49,19 @@ describe('coalescing', () => {
     expect(kv.calls).toEqual(['get']);
   });
 
+  it('calls made in separate callbacks of one event-loop turn (as a server receives requests) go out as one batch', async () => {
+    const kv = new CountingStore();
+    await kv.setMany(Array.from({ length: 8 }, (_, i) => ({ key: `k${i}`, value: `v${i}` })));
+    kv.calls.length = 0;
+    // Each callback is its own macrotask, as each request's data event is; Node drains the
+    // microtask queue between them, so only a flush at the end of the turn sees all eight.
+    const values = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => new Promise((resolve) => setImmediate(() => resolve(kv.get(`k${i}`))))),
+    );
+    expect(values).toEqual(Array.from({ length: 8 }, (_, i) => `v${i}`));
+    expect(kv.calls).toEqual(['getMany:8']);
+  });
+
   it('callers that await in a loop batch up on their own after the first round', async () => {
     const kv = new CountingStore();
     await kv.set('hot', 'x');

@@ -27,6 +27,7 @@ describe('StowageError', () => {
       'E_LOCK_LOST',
       'E_UNAVAILABLE',
       'E_TIMEOUT',
+      'E_LOCK_BUSY',
     ]);
     expect(closedError('thing')).toMatchObject({ code: 'E_CLOSED', message: 'thing is closed' });
   });

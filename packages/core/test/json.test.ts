@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assertCodec, assertJsonValue, encodeValue, jsonCodec, richCodec } from '../src/json.js';
+import { assertCodec, assertJsonValue, encodeValue, jsonCodec, richCodec, stringifyLikeJson } from '../src/json.js';
 import { JSON_VALUES, NON_JSON_VALUES, richValue } from '../src/conformance/helpers.js';
 
 const code = (fn: () => unknown) => {
@@ -32,6 +32,31 @@ describe('jsonCodec', () => {
   it('accepts null-prototype objects', () => {
     const bare = Object.assign(Object.create(null), { a: 1 });
     expect(code(() => assertJsonValue(bare))).toBe('ok');
+  });
+});
+
+describe("stringifyLikeJson (how snapshots are encoded, as awaitly's own adapters do)", () => {
+  it('is JSON.stringify wherever JSON.stringify does not throw', () => {
+    for (const [label, value] of [...JSON_VALUES, ...NON_JSON_VALUES.filter(([name]) => name !== 'BigInt' && name !== 'cycle')]) {
+      expect(stringifyLikeJson({ value, list: [value] }), label).toBe(JSON.stringify({ value, list: [value] }));
+    }
+    expect(stringifyLikeJson(undefined)).toBeUndefined();
+  });
+
+  it('writes a BigInt as its digits and an object met again inside itself as "[Circular]"; shared objects are written each time', () => {
+    const cyclic: Record<string, unknown> = { name: 'root' };
+    cyclic.self = cyclic;
+    cyclic.child = { back: cyclic, list: [cyclic, 1n] };
+    const shared = { n: -12345678901234567890n };
+    expect(JSON.parse(stringifyLikeJson({ cyclic, a: shared, b: [shared, shared] })!)).toStrictEqual({
+      cyclic: { name: 'root', self: '[Circular]', child: { back: '[Circular]', list: ['[Circular]', '1'] } },
+      a: { n: '-12345678901234567890' },
+      b: [{ n: '-12345678901234567890' }, { n: '-12345678901234567890' }],
+    });
+  });
+
+  it('a throwing toJSON still throws (the snapshot store reports it as E_INVALID_VALUE)', () => {
+    expect(() => stringifyLikeJson({ bad: { toJSON: () => { throw new Error('no'); } } })).toThrow('no');
   });
 });
 

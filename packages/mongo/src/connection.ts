@@ -1,13 +1,12 @@
 import { StowageError, type Capabilities } from '@stowage/core';
-import { sleep } from '@stowage/core/adapter';
 import { MongoClient, type ClientSession, type Collection, type Db, type Document, type MongoClientOptions, type WriteConcernSettings } from 'mongodb';
 import { adoptRegistered } from './adopt.js';
 import { hasLabel, toStowageError } from './errors.js';
 import type { MongoDialect, MongoDialectName } from './dialects/dialect.js';
 import { dialectFor, serverFeatures, type ServerFeatures } from './dialects/detect.js';
-import { assertValidDatabaseName, type MongoSettings } from './options.js';
+import { MAJORITY, assertValidDatabaseName, type MongoSettings } from './options.js';
 import { collectionSpec, ensureCollection, inspectCollection, type MongoCollectionKind } from './schema.js';
-import { assertInTransaction, assertSessionOf, noTransactionsError, sessionBound, unwrapTransient } from './transactions.js';
+import { assertInTransaction, assertSessionOf, inNewTransaction, noTransactionsError, sessionBound } from './transactions.js';
 
 /** The client and database a store works with. */
 export class MongoConnection {
@@ -280,7 +279,7 @@ export class StoreConnection implements StoreDatabase {
   readonly inTransaction = false;
   readonly #connection: MongoConnection;
   readonly #collections: readonly StoreCollection[];
-  readonly #settings: Pick<MongoSettings, 'autoCreate' | 'dialect'>;
+  readonly #settings: Pick<MongoSettings, 'autoCreate' | 'dialect' | 'writeConcern'>;
   #starting: Promise<Ready> | undefined;
   #ready: Ready | undefined;
   #ttlIndex = false;
@@ -288,7 +287,7 @@ export class StoreConnection implements StoreDatabase {
   constructor(settings: MongoSettings, collections: readonly StoreCollection[]) {
     for (const { kind, name } of collections) collectionSpec(kind, name); // validates the names
     this.#collections = collections;
-    this.#settings = { autoCreate: settings.autoCreate, dialect: settings.dialect };
+    this.#settings = { autoCreate: settings.autoCreate, dialect: settings.dialect, writeConcern: settings.writeConcern };
     this.#connection = openConnection(settings);
   }
 
@@ -360,33 +359,9 @@ export class StoreConnection implements StoreDatabase {
     return this.#withTransaction(fn);
   }
 
-  /**
-   * `operation` in a transaction of a new session, retried by the driver on transient errors.
-   * A commit refused with WriteConflict (112) without the TransientTransactionError label the
-   * driver retries on (jongodb answers so; MongoDB labels its conflicts) is tried again here, a
-   * few times: nothing of it was applied.
-   */
-  async #withTransaction<T>(operation: (session: ClientSession) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      const session = this.#connection.client.startSession();
-      try {
-        // Kept from the callback: early 6.x drivers resolve `withTransaction` to the commit's reply.
-        let result: T | undefined;
-        await session.withTransaction(async () => {
-          try {
-            result = await operation(session);
-          } catch (error) {
-            throw unwrapTransient(error);
-          }
-        });
-        return result as T;
-      } catch (error) {
-        if ((error as { code?: unknown }).code !== 112 || attempt >= 5) throw error; // see unwrapTransient
-      } finally {
-        await session.endSession();
-      }
-      await sleep(Math.random() * 10 * attempt);
-    }
+  /** `operation` in a transaction of a new session: see {@link inNewTransaction}. */
+  #withTransaction<T>(operation: (session: ClientSession) => Promise<T>): Promise<T> {
+    return inNewTransaction(this.#connection.client, this.#settings.writeConcern ?? MAJORITY, operation);
   }
 
   toStowageError(error: unknown): unknown {

@@ -29,6 +29,10 @@ const UNAVAILABLE_CODES = new Set([
   13436, // NotPrimaryOrSecondary
   9001, // SocketException
   133, // FailedToSatisfyReadPreference: no member the read preference accepts is reachable
+  // A cursor lost under a listing, mostly by a failover or a restart: the listing run again succeeds.
+  43, // CursorNotFound
+  175, // QueryPlanKilled
+  237, // CursorKilled
 ]);
 
 /** Server error codes that mean "ran out of time". */

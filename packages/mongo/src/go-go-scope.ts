@@ -65,11 +65,11 @@ export function goGoScopePersistence(
   for (const name of Object.values(sources)) assertValidCollectionName(name, 'adoptFrom');
   // One client for every store: the given one, or one opened here and closed by `close()` after the stores.
   const connection = openConnection(settings);
-  const { autoCreate, dialect } = options;
+  const { autoCreate, dialect, writeConcern } = options;
   // Documents go-go-scope's own adapters left in these collections are adopted on first use (adopt.ts).
   const slots = (Object.keys(GO_GO_SCOPE_NAMES) as (keyof GoGoScopeNames)[]).map((slot) => ({ slot, source: sources[slot], target: names[slot] }));
   registerGoGoScopeAdoption(connection.db, { keyPrefix, idempotencyKeyPrefix, slots });
-  const on = (collection: string) => ({ existingDb: connection.db, autoCreate, dialect, collection });
+  const on = (collection: string) => ({ existingDb: connection.db, autoCreate, dialect, writeConcern, collection });
   return goGoScopeProviders(
     {
       lock: () => new MongoLockProvider(on(names.lock)),

@@ -30,9 +30,13 @@ export {
   DEFAULT_COLLECTIONS,
   collectionSpec,
   indexSpecs,
+  rolePrivileges,
   type MongoCollectionKind,
   type MongoCollectionSpec,
   type MongoIndexSpec,
+  type MongoPrivilege,
+  type MongoShardKey,
+  type RolePrivilegesOptions,
 } from './schema.js';
 export {
   DEFAULT_PROCESS_COLLECTION,

@@ -2,6 +2,7 @@ import { StowageError } from '@stowage/core';
 import { describeType } from '@stowage/core/adapter';
 import type { Db, Document, IndexDescription, MongoClient } from 'mongodb';
 import { isUnsupportedError } from './errors.js';
+import { assertValidDatabaseName } from './options.js';
 
 /** The kinds of collection stowage keeps. */
 export type MongoCollectionKind =
@@ -38,11 +39,20 @@ export interface MongoIndexSpec {
   expireAfterSeconds?: 0;
 }
 
+/** A shard key: `hashed` spreads keys evenly, `1` keeps ranges (a prefix's listing) on one shard. */
+export type MongoShardKey = Record<string, 1 | 'hashed'>;
+
 export interface MongoCollectionSpec {
   kind: MongoCollectionKind;
   collection: string;
   /** Besides the `_id` index every collection has. */
   indexes: MongoIndexSpec[];
+  /**
+   * The shard key this collection may be sharded on: every single-document write stowage sends
+   * to it (upserts, `findAndModify`, `updateOne`/`deleteOne`) filters on these fields by equality,
+   * as MongoDB before 7.1 requires of upserts on a sharded collection.
+   */
+  shardKey: MongoShardKey;
 }
 
 const TTL_INDEX: MongoIndexSpec = { key: { expiresAt: 1 }, name: 'expiresAt_ttl', expireAfterSeconds: 0 };
@@ -69,17 +79,38 @@ const INDEXES: Readonly<Record<MongoCollectionKind, MongoIndexSpec[]>> = {
   process: [
     { key: { process: 1, itemId: 1, version: 1 }, name: 'process_1_itemId_1_version_1', unique: true },
     { key: { process: 1, current: 1, state: 1, leaseUntil: 1, at: 1 }, name: 'process_1_current_1_state_1_leaseUntil_1_at_1' },
-    { key: { process: 1, current: 1, itemId: 1 }, name: 'process_1_current_1_itemId_1' },
+    // listItems (its sort: ids ascending, a worker-left duplicate's newer version first), getItem.
+    { key: { process: 1, current: 1, itemId: 1, version: -1 }, name: 'process_1_current_1_itemId_1_version_-1' },
     // historyRetention: the oldest retired versions first, without reading the rest.
     { key: { current: 1, at: 1 }, name: 'current_1_at_1' },
   ],
   processClaims: [{ key: { of: 1, previous: 1, generation: -1 }, name: 'of_1_previous_1_generation_-1' }],
 };
 
-/** The collection and indexes of one kind of collection. */
+const BY_ID: MongoShardKey = { _id: 'hashed' };
+
+/**
+ * How each kind of collection may be sharded (see the README, "Deployments"). Checkpoints and
+ * process versions by the prefix of their unique index (a sharded collection's unique indexes
+ * must start with its shard key); claim tickets by the version they claim.
+ */
+const SHARD_KEYS: Readonly<Record<MongoCollectionKind, MongoShardKey>> = {
+  kv: BY_ID,
+  snapshots: BY_ID,
+  workflowLocks: BY_ID,
+  locks: BY_ID,
+  cache: BY_ID,
+  circuitBreaker: BY_ID,
+  idempotency: BY_ID,
+  checkpoints: { taskId: 1 },
+  process: { process: 1, itemId: 1 },
+  processClaims: { of: 1 },
+};
+
+/** The collection, indexes and shard key of one kind of collection. */
 export function collectionSpec(kind: MongoCollectionKind, collection: string = DEFAULT_COLLECTIONS[kind]): MongoCollectionSpec {
   assertValidCollectionName(collection);
-  return { kind, collection, indexes: INDEXES[kind].map((index) => ({ ...index, key: { ...index.key } })) };
+  return { kind, collection, indexes: INDEXES[kind].map((index) => ({ ...index, key: { ...index.key } })), shardKey: { ...SHARD_KEYS[kind] } };
 }
 
 /** The claim-ticket collection of a process collection: `<process collection>_claims`. */
@@ -96,6 +127,52 @@ export function indexSpecs(collections: Partial<Record<MongoCollectionKind, stri
   const names = { ...collections };
   names.processClaims ??= processClaimsCollection(names.process ?? DEFAULT_COLLECTIONS.process);
   return (Object.keys(DEFAULT_COLLECTIONS) as MongoCollectionKind[]).map((kind) => collectionSpec(kind, names[kind]));
+}
+
+/** One privilege of a MongoDB role: `db.createRole({ role, privileges, roles: [] })`. */
+export interface MongoPrivilege {
+  /** A collection, or the whole database (`collection: ''`). */
+  resource: { db: string; collection: string };
+  actions: string[];
+}
+
+export interface RolePrivilegesOptions {
+  /** Your collection names, as for {@link indexSpecs}. */
+  collections?: Partial<Record<MongoCollectionKind, string>>;
+  /** Only the collections of these kinds (default: every kind). */
+  only?: readonly MongoCollectionKind[];
+  /** The stores create collections and indexes: the stores' `autoCreate` (default `true`). */
+  autoCreate?: boolean;
+}
+
+/** Kinds whose stores open change streams: lock wake-ups, process feeds. */
+const WATCHED: readonly MongoCollectionKind[] = ['locks', 'workflowLocks', 'process'];
+
+/**
+ * The privileges a role needs for stowage's stores on `database` (what `grantsSql()` is for
+ * PostgreSQL), per collection: `find`, `insert`, `update`, `remove` for the stores' calls (and
+ * the transactions they begin); `listIndexes` for the start-up checks (without it they are
+ * skipped under `autoCreate: false`); `changeStream` where the stores watch (without it they
+ * poll); with `autoCreate`, `createCollection`, `createIndex`, and `collMod` where a plain
+ * `expiresAt` index may need to become a TTL index. A process feed also reads the collection's
+ * identity with `listCollections` on the database (without it, a dropped and re-created
+ * collection goes unnoticed). Start-up lists collections with `nameOnly` and
+ * `authorizedCollections`, which needs no action of its own.
+ */
+export function rolePrivileges(database: string, options: RolePrivilegesOptions = {}): MongoPrivilege[] {
+  assertValidDatabaseName(database);
+  const autoCreate = options.autoCreate ?? true;
+  const kinds = new Set(options.only ?? (Object.keys(DEFAULT_COLLECTIONS) as MongoCollectionKind[]));
+  const privileges = indexSpecs(options.collections)
+    .filter((spec) => kinds.has(spec.kind))
+    .map((spec): MongoPrivilege => {
+      const actions = ['find', 'insert', 'update', 'remove', 'listIndexes'];
+      if (WATCHED.includes(spec.kind)) actions.push('changeStream');
+      if (autoCreate) actions.push('createCollection', 'createIndex', ...(wantsTtl(spec) ? ['collMod'] : []));
+      return { resource: { db: database, collection: spec.collection }, actions };
+    });
+  if (kinds.has('process')) privileges.push({ resource: { db: database, collection: '' }, actions: ['listCollections'] });
+  return privileges;
 }
 
 /** MongoDB's rules for collection names: no `$`, no NUL, not `system.*`, and short enough for a namespace. */
@@ -152,13 +229,20 @@ export function ensureCollection(db: Db, spec: MongoCollectionSpec): Promise<Sch
 
 /**
  * With `autoCreate: false`: creates nothing, refuses what {@link ensureCollection} refuses, and
- * reads the existing indexes to report whether a TTL index is there.
+ * reads the existing indexes to report whether a TTL index is there. A role without the
+ * `listIndexes` action (only `find`, `insert`, `update`, `remove`) starts too: the indexes are then
+ * the migration's to get right (see `indexSpecs()`), and `ttlIndex` is reported `false`.
  */
 export async function inspectCollection(db: Db, spec: MongoCollectionSpec): Promise<SchemaState> {
   await collectionInfo(db, spec);
-  const indexes = await existingIndexes(db, spec.collection);
-  assertNoTtlOnLocks(spec, indexes);
-  assertIndexes(spec, indexes);
+  let indexes: Document[];
+  try {
+    indexes = await existingIndexes(db, spec.collection);
+  } catch (error) {
+    if ((error as { code?: unknown }).code === 13) return { ttlIndex: false }; // Unauthorized
+    throw error;
+  }
+  assertSchema(spec, indexes);
   return { ttlIndex: wantsTtl(spec) && indexes.some(isTtlIndexOnExpiresAt) };
 }
 
@@ -167,7 +251,9 @@ async function createCollection(db: Db, spec: MongoCollectionSpec): Promise<Sche
   // Created only when the list says it is missing (or the server cannot list): a role without
   // the createCollection privilege works on a collection that exists.
   if (info === null || info === undefined) await ignoreCodes(db.createCollection(spec.collection), [48, ...NOT_IMPLEMENTED]); // 48: another process won
-  const collection = db.collection(spec.collection);
+  // Refused before stowage adds indexes to it (they would take its collation).
+  else assertSimpleIdCollation(spec, await existingIndexes(db, spec.collection));
+  const collection = onPrimary(db, spec.collection);
   // One index per command: simple to retry, and some MongoDB-compatible servers mishandle a
   // createIndexes listing several indexes that already exist.
   for (const index of spec.indexes.filter((candidate) => candidate.expireAfterSeconds === undefined)) {
@@ -175,10 +261,24 @@ async function createCollection(db: Db, spec: MongoCollectionSpec): Promise<Sche
     // IndexKeySpecsConflict 86): assertIndexes below says which, or accepts an equivalent one.
     await ignoreCodes(withRetries(() => collection.createIndexes([toIndexDescription(index)])), [85, 86]);
   }
-  const indexes = await existingIndexes(db, spec.collection);
+  assertSchema(spec, await existingIndexes(db, spec.collection));
+  return { ttlIndex: wantsTtl(spec) && (await ensureTtlIndex(db, spec)) };
+}
+
+/** What start-up refuses in a collection's indexes: see {@link ensureCollection}. */
+function assertSchema(spec: MongoCollectionSpec, indexes: Document[]): void {
+  assertSimpleIdCollation(spec, indexes);
   assertNoTtlOnLocks(spec, indexes);
   assertIndexes(spec, indexes);
-  return { ttlIndex: wantsTtl(spec) && (await ensureTtlIndex(db, spec)) };
+}
+
+/**
+ * The collection's default collation is the one of its `_id` index (`listCollections` with
+ * `nameOnly`, which a least-privileged role can send, does not show the collection's options).
+ */
+function assertSimpleIdCollation(spec: MongoCollectionSpec, indexes: Document[]): void {
+  const idIndex = indexes.find((index) => index.name === '_id_');
+  assertSimpleCollation(spec.collection, { options: { collation: idIndex?.collation } });
 }
 
 /**
@@ -229,7 +329,7 @@ function describeIndex(index: Document | MongoIndexSpec): string {
  * (MongoDB >= 5.1), or kept as the plain index `clearExpired()` uses where the server cannot.
  */
 async function ensureTtlIndex(db: Db, spec: MongoCollectionSpec): Promise<boolean> {
-  const collection = db.collection(spec.collection);
+  const collection = onPrimary(db, spec.collection);
   const ttl = spec.indexes.find((index) => index.expireAfterSeconds !== undefined)!;
   try {
     await withRetries(() => collection.createIndexes([toIndexDescription(ttl)]));
@@ -263,19 +363,20 @@ async function ensureTtlIndex(db: Db, spec: MongoCollectionSpec): Promise<boolea
 const NOT_IMPLEMENTED = [59, 115, 238];
 
 /**
- * The collection's `listCollections` entry: `null` when there is none, `undefined` when the
- * server cannot list collections. Refuses a default collation other than `simple`.
+ * The collection's `listCollections` entry (`{ name, type }`): `null` when there is none,
+ * `undefined` when the server cannot list collections. Sent with `nameOnly` and
+ * `authorizedCollections`, which together let a role without the `listCollections` action see the
+ * collections it holds privileges on (either alone still needs the action); the collation is
+ * checked on the `_id` index instead (see `assertSchema`).
  */
 async function collectionInfo(db: Db, spec: MongoCollectionSpec): Promise<Document | null | undefined> {
-  let info: Document | null;
   try {
-    info = (await db.listCollections({ name: spec.collection }, { authorizedCollections: true }).toArray())[0] ?? null;
+    const listed = db.listCollections({ name: spec.collection }, { nameOnly: true, authorizedCollections: true, readPreference: 'primary' });
+    return (await listed.toArray())[0] ?? null;
   } catch (error) {
     if (NOT_IMPLEMENTED.includes((error as { code?: unknown }).code as number)) return undefined;
     throw error;
   }
-  assertSimpleCollation(spec.collection, info);
-  return info;
 }
 
 /**
@@ -309,13 +410,18 @@ function assertNoTtlOnLocks(spec: MongoCollectionSpec, indexes: Document[]): voi
 
 async function existingIndexes(db: Db, collection: string): Promise<Document[]> {
   try {
-    return await db.collection(collection).listIndexes().toArray();
+    return await onPrimary(db, collection).listIndexes().toArray();
   } catch (error) {
     if ((error as { code?: unknown }).code === 26) return []; // NamespaceNotFound
     throw error;
   }
 }
 
+/**
+ * The collection, read on the primary whatever the client's read preference: a secondary may not
+ * have the collection or the index just created yet, and start-up would refuse what is there.
+ */
+const onPrimary = (db: Db, collection: string) => db.collection(collection, { readPreference: 'primary' });
 const isLockKind = (kind: MongoCollectionKind) => kind === 'locks' || kind === 'workflowLocks';
 const wantsTtl = (spec: MongoCollectionSpec) => spec.indexes.some((index) => index.expireAfterSeconds !== undefined);
 

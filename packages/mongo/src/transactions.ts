@@ -1,5 +1,6 @@
 import { StowageError } from '@stowage/core';
-import type { ClientSession, Collection, Document, MongoClient } from 'mongodb';
+import { sleep } from '@stowage/core/adapter';
+import type { ClientSession, Collection, Document, MongoClient, TransactionOptions, WriteConcernSettings } from 'mongodb';
 
 /*
  * Stores inside a transaction (`withTransaction(session)`, `runOnce`, transactional process
@@ -50,12 +51,54 @@ export function sessionBound<TDocument extends Document>(collection: Collection<
       }
       return (...args: unknown[]) => {
         check();
-        const options = { ...(args[at] as Document | undefined), session };
+        // Primary explicitly: the driver refuses any other read preference in a transaction, and a
+        // session's transaction takes the client's (`secondaryPreferred` in the URL) unless told.
+        const options = { ...(args[at] as Document | undefined), session, readPreference: 'primary' };
         const bound = [...args.slice(0, at), ...Array.from({ length: Math.max(0, at - args.length) }, () => undefined), options];
         return (value as (...args: unknown[]) => unknown).apply(target, bound);
       };
     },
   });
+}
+
+/**
+ * The options of every transaction stowage begins itself (`runOnce`, transactional process
+ * states, `setMany`/`deleteMany`, the detection probe), whatever the client's defaults: read
+ * preference primary (the driver refuses any other in a transaction, and would take the
+ * client's), snapshot reads, and a commit acknowledged with `writeConcern` (the store's,
+ * `{ w: 'majority' }` unless told otherwise), so a commit that was acknowledged survives a failover.
+ */
+function transactionOptions(writeConcern: WriteConcernSettings): TransactionOptions {
+  return { readPreference: 'primary', readConcern: { level: 'snapshot' }, writeConcern };
+}
+
+/**
+ * `operation` in a transaction of a new session of `client` (see {@link transactionOptions}),
+ * retried by the driver's `withTransaction` on errors labelled TransientTransactionError; a
+ * commit refused with WriteConflict (112) without that label (jongodb answers so; MongoDB labels
+ * its conflicts) is tried again here, a few times: nothing of it was applied.
+ */
+export async function inNewTransaction<T>(client: MongoClient, writeConcern: WriteConcernSettings, operation: (session: ClientSession) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const session = client.startSession();
+    try {
+      // Kept from the callback: early 6.x drivers resolve `withTransaction` to the commit's reply.
+      let result: T | undefined;
+      await session.withTransaction(async () => {
+        try {
+          result = await operation(session);
+        } catch (error) {
+          throw unwrapTransient(error);
+        }
+      }, transactionOptions(writeConcern));
+      return result as T;
+    } catch (error) {
+      if ((error as { code?: unknown }).code !== 112 || attempt >= 5) throw error; // see unwrapTransient
+    } finally {
+      await session.endSession();
+    }
+    await sleep(Math.random() * 10 * attempt);
+  }
 }
 
 /**

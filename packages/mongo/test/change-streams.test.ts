@@ -13,11 +13,17 @@ import { ReleaseWakeups, type ReleaseStream } from '../src/stores/leases.js';
  * process cases (durable feed, resume after restart) cover it there.
  */
 
-type Step = Document | null | { error: { code?: number; name?: string; message: string } };
+/**
+ * A change, an error, `{ batchEnd: token }` (after the change before it the batch is used up:
+ * the driver's `resumeToken` is then the post-batch resume token), or `{ idle: token }` (a
+ * `tryNext` that finds nothing, the post-batch resume token moved on).
+ */
+type Step = Document | null | { error: { code?: number; name?: string; message: string } } | { batchEnd: Document } | { idle: Document };
 
 /** A stream that answers `tryNext` with its script, then `null` (and `closed` once told to end). */
 class ScriptedStream implements FeedStream {
   closed = false;
+  resumeToken: unknown = undefined;
   readonly #steps: Step[];
   constructor(steps: Step[]) {
     this.#steps = [...steps];
@@ -25,25 +31,47 @@ class ScriptedStream implements FeedStream {
   async tryNext(): Promise<Document | null> {
     const step = this.#steps.shift() ?? null;
     if (step && 'error' in step) throw Object.assign(new Error(step.error.message), step.error);
-    if (step?.operationType === 'invalidate') this.closed = true;
-    return step;
+    if (step && 'idle' in step) {
+      this.resumeToken = step.idle;
+      return null;
+    }
+    const change = step as Document | null;
+    if (change?.operationType === 'invalidate') this.closed = true;
+    if (change) {
+      const next = this.#steps[0];
+      this.resumeToken = next && 'batchEnd' in next ? (this.#steps.shift() as { batchEnd: Document }).batchEnd : change._id;
+    }
+    return change;
   }
   async close(): Promise<void> {
     this.closed = true;
   }
 }
 
-/** A source whose streams follow `scripts` in turn, recording where each was asked to start. */
-function scriptedSource(scripts: Step[][], incarnation: string | null = 'uuid-1'): FeedSource & { opened: (Document | null)[]; incarnationNow: string | null } {
+/**
+ * A source whose streams follow `scripts` in turn, recording where each was asked to start;
+ * `waiting` lists the versions waiting in the state (what a re-scan reads).
+ */
+function scriptedSource(
+  scripts: Step[][],
+  incarnation: string | null = 'uuid-1',
+  waiting: Document[] = [],
+): FeedSource & { opened: (Document | null)[]; incarnationNow: string | null; scans: number } {
   const opened: (Document | null)[] = [];
   const source = {
     opened,
     incarnationNow: incarnation,
+    scans: 0,
     watch(resumeAfter: Document | null) {
       opened.push(resumeAfter);
       return new ScriptedStream(scripts.shift() ?? []);
     },
     incarnation: async () => source.incarnationNow,
+    waiting() {
+      source.scans++;
+      const left = [...waiting];
+      return { tryNext: async () => left.shift() ?? null, close: async () => undefined };
+    },
   };
   return source;
 }
@@ -112,6 +140,35 @@ describe('change-stream process feed', () => {
     expect(JSON.parse(next!.position)).toMatchObject({ collection: 'uuid-2' });
     expect(source.opened).toEqual([null, null]);
     expect(feed.resumed).toBe(false);
+  });
+
+  it('a change that uses up its batch carries the post-batch resume token, and an idle read moves the resume point on with it', async () => {
+    const network = { error: { name: 'MongoNetworkError', message: 'connection reset' } };
+    const source = scriptedSource([[insert(1), { batchEnd: { _data: 'pbrt-5' } }, { idle: { _data: 'pbrt-9' } }, network], [insert(10)]]);
+    const feed = await ChangeStreamFeed.open(source, null, call);
+    const [first] = await read(feed);
+    expect(first).toMatchObject({ itemId: 'item-1' });
+    // A worker that saves this position resumes past the changes of other items and states that came meanwhile.
+    expect(JSON.parse(first!.position)).toEqual({ token: { _data: 'pbrt-5' }, collection: 'uuid-1' });
+    await expect(read(feed)).rejects.toMatchObject({ name: 'MongoNetworkError' });
+    expect((await read(feed)).map((c) => c.itemId)).toEqual(['item-10']);
+    expect(source.opened).toEqual([null, { _data: 'pbrt-9' }]);
+  });
+
+  it('a stream that has to start again at "now" while running returns the versions waiting in the state first, at the position of the last change read', async () => {
+    const waiting = [{ itemId: 'waiting-1', version: 2, state: 's' }, { itemId: 'waiting-2', version: 1, state: 's' }];
+    const source = scriptedSource([[insert(1), { error: { code: 286, message: 'history lost' } }], [insert(2)]], 'uuid-1', waiting);
+    const feed = await ChangeStreamFeed.open(source, null, call);
+    const changes = [...(await read(feed)), ...(await read(feed))];
+    expect(changes.map((c) => `${c.itemId}@${c.version}`)).toEqual(['item-1@1', 'waiting-1@2', 'waiting-2@1', 'item-2@1']);
+    expect(changes[1]!.position).toBe(changes[0]!.position);
+    expect(source.scans).toBe(1);
+    expect(feed.resumed).toBe(false);
+    // Before any change was read, the waiting versions carry no position (''), which opens a feed at now.
+    const early = scriptedSource([[null, { error: { code: 286, message: 'history lost' } }], []], 'uuid-1', waiting.slice(0, 1));
+    const [rescanned] = await read(await ChangeStreamFeed.open(early, null, call));
+    expect(rescanned).toMatchObject({ itemId: 'waiting-1', position: '' });
+    expect((await ChangeStreamFeed.open(scriptedSource([[]]), '', call)).resumed).toBe(false);
   });
 
   it('after a transient error the next read resumes after the last change read (an error before any change goes to the worker, which retries)', async () => {

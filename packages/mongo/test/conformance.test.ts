@@ -17,7 +17,9 @@ import { openTestServers } from './server.js';
  *   snippet): detection, schema and every operation use only commands of API V1. This run is
  *   also the application that owns its client: every store of a test shares one, and the
  *   transaction cases begin their transactions on it (`beginTransaction`), where the server has
- *   transactions.
+ *   transactions;
+ * - on a replica set, twice more as such an application whose client reads `secondaryPreferred`
+ *   and `nearest` (switched once connected: see `switchReadPreference`).
  *
  * After the run, every skipped case is printed with its reason, and a case may be skipped only
  * for a capability this server really lacks.
@@ -44,6 +46,13 @@ for (const server of servers) {
   runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server)), transactions: false });
   if (dialect === 'pipeline') runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server, 'classic')), transactions: false });
   runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server, 'auto', stableApi(server.product))), transactions: true });
+  // Read-heavy services set secondaryPreferred or nearest (often in the URL): stowage's reads, transactions included, still go to the primary.
+  if (server.description.includes('replica set')) {
+    for (const readPreference of ['secondaryPreferred', 'nearest'] as const) {
+      const variant = { name: `read preference ${readPreference}, shared client`, clientOptions: {}, sharedClient: true, readPreference };
+      runs.push({ server: server.label, capabilities, report: describeConformance(mongoAdapter(server, 'auto', variant)), transactions: true });
+    }
+  }
 }
 
 afterAll(async () => {

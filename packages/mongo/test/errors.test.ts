@@ -26,6 +26,10 @@ describe('driver errors become StowageErrors with the driver error as cause', ()
     // A write concern (majority) not satisfied within wtimeout.
     ['MongoWriteConcernError', { code: 64, codeName: 'WriteConcernFailed' }, 'E_TIMEOUT'],
     ['MongoServerError', { code: 133, codeName: 'FailedToSatisfyReadPreference' }, 'E_UNAVAILABLE'],
+    // A cursor lost under a listing by a failover or restart: the listing run again succeeds.
+    ['MongoServerError', { code: 43, codeName: 'CursorNotFound' }, 'E_UNAVAILABLE'],
+    ['MongoServerError', { code: 237, codeName: 'CursorKilled' }, 'E_UNAVAILABLE'],
+    ['MongoServerError', { code: 175, codeName: 'QueryPlanKilled' }, 'E_UNAVAILABLE'],
     // An insert a little over 16 MiB reaches the server, which answers with a generic BadValue.
     ['MongoServerError', { code: 2, codeName: 'BadValue', message: 'object to insert too large. size in bytes: 16778240, max size: 16777216' }, 'E_INVALID_VALUE'],
     // A document over ~17 MiB: the driver's BSON serializer fails before sending anything.

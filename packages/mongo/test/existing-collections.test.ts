@@ -12,7 +12,7 @@ import { describeEachServer, openTestServers } from './server.js';
  */
 const servers = await openTestServers('stowage_existing');
 
-describe('the default collation of a collection (listCollections entry)', () => {
+describe('the default collation of a collection (as listCollections or its _id index has it)', () => {
   it('simple or none is accepted; any other collation is refused with E_INVALID_OPTION', () => {
     expect(() => assertSimpleCollation('c', null)).not.toThrow();
     expect(() => assertSimpleCollation('c', { name: 'c', options: {} })).not.toThrow();

@@ -1,6 +1,6 @@
 import type { JsonObject } from '@stowage/core';
 import type { ConformanceAdapter, ConformanceTransaction } from '@stowage/core/conformance';
-import { MongoClient, type MongoClientOptions } from 'mongodb';
+import { MongoClient, ReadPreference, type MongoClientOptions, type ReadPreferenceMode } from 'mongodb';
 import {
   MongoCacheProvider,
   MongoCheckpointStore,
@@ -38,6 +38,19 @@ export interface MongoAdapterVariant {
    * transaction (`beginTransaction`): a session is sent only with the client that started it.
    */
   sharedClient?: boolean;
+  /** With `sharedClient`: the client's read preference, switched once it connected (see {@link switchReadPreference}). */
+  readPreference?: ReadPreferenceMode;
+}
+
+/**
+ * Switches a connected client's read preference: what the driver reads for new databases,
+ * collections and transactions, as if it had come in the connection string
+ * (`?readPreference=secondaryPreferred`). jongodb refuses the handshake of a client created so
+ * ("single-node replica-set profile supports readPreference mode 'primary' only").
+ */
+export function switchReadPreference(client: MongoClient, mode: ReadPreferenceMode): void {
+  (client.options as { readPreference: ReadPreference }).readPreference = ReadPreference.fromString(mode);
+  if (client.db('any').readPreference.mode !== mode) throw new Error(`the driver did not take the read preference ${mode}`);
 }
 
 /**
@@ -64,28 +77,37 @@ export function mongoAdapter(server: MongoTestServer, dialect: MongoDialectOptio
         processClaims: `${stem}_process_claims`,
       };
       const shared = variant?.sharedClient ? new MongoClient(server.url, variant.clientOptions) : undefined;
+      const mode = variant?.readPreference;
+      const connected = shared && mode ? shared.connect().then(() => switchReadPreference(shared, mode)) : Promise.resolve();
+      /** `open` once the shared client has its read preference. */
+      const after =
+        <A extends unknown[], T>(open: (...args: A) => Promise<T>) =>
+        (...args: A) =>
+          connected.then(() => open(...args));
       const base = {
         database: server.database,
         dialect,
         ...(shared ? { client: shared } : { url: server.url, ...(variant && { clientOptions: variant.clientOptions }) }),
       };
       return {
-        kv: () => new MongoKeyValueStore({ ...base, collection: names.kv }).connect(),
-        snapshots: ({ lock, prefix }) =>
+        kv: after(() => new MongoKeyValueStore({ ...base, collection: names.kv }).connect()),
+        snapshots: after(({ lock, prefix }) =>
           (lock
             ? mongo<JsonObject>({ ...base, prefix, collection: names.snapshots, lock: { collection: names.workflowLocks } })
             : mongo<JsonObject>({ ...base, prefix, collection: names.snapshots })
           ).connect(),
-        locks: () => new MongoLockProvider({ ...base, collection: names.locks }).connect(),
-        cache: (options) => new MongoCacheProvider({ ...base, ...options, collection: names.cache }).connect(),
-        circuitBreaker: () => new MongoCircuitBreakerStore({ ...base, collection: names.circuit }).connect(),
-        checkpoints: (options) => new MongoCheckpointStore({ ...base, ...options, collection: names.checkpoints }).connect(),
-        idempotency: () => new MongoIdempotencyStore({ ...base, collection: names.idempotency }).connect(),
-        process: () => new MongoProcessBackend({ ...base, collection: names.process }).connect(),
-        ...(shared && { beginTransaction: () => Promise.resolve(beginTransaction(shared)) }),
+        ),
+        locks: after(() => new MongoLockProvider({ ...base, collection: names.locks }).connect()),
+        cache: after((options) => new MongoCacheProvider({ ...base, ...options, collection: names.cache }).connect()),
+        circuitBreaker: after(() => new MongoCircuitBreakerStore({ ...base, collection: names.circuit }).connect()),
+        checkpoints: after((options) => new MongoCheckpointStore({ ...base, ...options, collection: names.checkpoints }).connect()),
+        idempotency: after(() => new MongoIdempotencyStore({ ...base, collection: names.idempotency }).connect()),
+        process: after(() => new MongoProcessBackend({ ...base, collection: names.process }).connect()),
+        ...(shared && { beginTransaction: () => connected.then(() => beginTransaction(shared)) }),
         cleanup: async () => {
           const db = server.admin.db(server.database);
           await Promise.all(Object.values(names).map((name) => db.dropCollection(name).catch(() => false)));
+          await connected.catch(() => undefined);
           await shared?.close();
         },
       };

@@ -387,9 +387,9 @@ describeEachServer(servers, 'commands of the pipeline dialect', (s) => {
     const insert = (createdAt: unknown) => [
       {
         findAndModify: {
-          q: { _id },
+          q: { _id, process: 'p', itemId: 'i' },
           u: [
-            { $set: { _new: { $eq: [{ $type: '$process' }, 'missing'] } } },
+            { $set: { _new: { $eq: [{ $type: '$state' }, 'missing'] } } },
             { $set: { ...Object.fromEntries(Object.entries(fields).map(([name, value]) => [name, ifNew(name, { $literal: value })])), createdAt: ifNew('createdAt', createdAt), at: ifNew('at', '$$NOW') } },
             { $unset: '_new' },
           ],

@@ -7,6 +7,7 @@ import {
   MongoKeyValueStore,
   createMongoPersistence,
   indexSpecs,
+  rolePrivileges,
   mongo,
 } from '../src/index.js';
 import { recordCommands, storeOptions } from './helpers.js';
@@ -18,13 +19,14 @@ const servers = await openTestServers('stowage_schema');
 describe('indexSpecs', () => {
   it('lists every collection and index stowage creates (seed 001 plus key-value, snapshots and processes)', () => {
     const ttl = { key: { expiresAt: 1 }, name: 'expiresAt_ttl', expireAfterSeconds: 0 };
+    const byId = { _id: 'hashed' };
     expect(indexSpecs()).toEqual([
-      { kind: 'kv', collection: 'workflow_state', indexes: [{ key: { updatedAt: -1, _id: 1 }, name: 'updatedAt_-1__id_1' }, ttl] },
-      { kind: 'snapshots', collection: 'awaitly_snapshots', indexes: [{ key: { ns: 1, updatedAt: -1, _id: 1 }, name: 'ns_1_updatedAt_-1__id_1' }, ttl] },
-      { kind: 'workflowLocks', collection: 'awaitly_workflow_locks', indexes: [] },
-      { kind: 'locks', collection: 'stowage_locks', indexes: [] },
-      { kind: 'cache', collection: 'stowage_cache', indexes: [{ key: { expiresAt: 1 }, name: 'expiresAt_ttl', expireAfterSeconds: 0 }] },
-      { kind: 'circuitBreaker', collection: 'stowage_circuit', indexes: [] },
+      { kind: 'kv', collection: 'workflow_state', indexes: [{ key: { updatedAt: -1, _id: 1 }, name: 'updatedAt_-1__id_1' }, ttl], shardKey: byId },
+      { kind: 'snapshots', collection: 'awaitly_snapshots', indexes: [{ key: { ns: 1, updatedAt: -1, _id: 1 }, name: 'ns_1_updatedAt_-1__id_1' }, ttl], shardKey: byId },
+      { kind: 'workflowLocks', collection: 'awaitly_workflow_locks', indexes: [], shardKey: byId },
+      { kind: 'locks', collection: 'stowage_locks', indexes: [], shardKey: byId },
+      { kind: 'cache', collection: 'stowage_cache', indexes: [{ key: { expiresAt: 1 }, name: 'expiresAt_ttl', expireAfterSeconds: 0 }], shardKey: byId },
+      { kind: 'circuitBreaker', collection: 'stowage_circuit', indexes: [], shardKey: byId },
       {
         kind: 'checkpoints',
         collection: 'stowage_checkpoints',
@@ -32,25 +34,41 @@ describe('indexSpecs', () => {
           { key: { taskId: 1, sequence: 1 }, name: 'taskId_1_sequence_1', unique: true },
           { key: { taskId: 1 }, name: 'taskId_1' },
         ],
+        shardKey: { taskId: 1 },
       },
-      { kind: 'idempotency', collection: 'stowage_idempotency', indexes: [ttl] },
+      { kind: 'idempotency', collection: 'stowage_idempotency', indexes: [ttl], shardKey: byId },
       {
         kind: 'process',
         collection: 'stowage_process',
         indexes: [
           { key: { process: 1, itemId: 1, version: 1 }, name: 'process_1_itemId_1_version_1', unique: true },
           { key: { process: 1, current: 1, state: 1, leaseUntil: 1, at: 1 }, name: 'process_1_current_1_state_1_leaseUntil_1_at_1' },
-          { key: { process: 1, current: 1, itemId: 1 }, name: 'process_1_current_1_itemId_1' },
+          { key: { process: 1, current: 1, itemId: 1, version: -1 }, name: 'process_1_current_1_itemId_1_version_-1' },
           { key: { current: 1, at: 1 }, name: 'current_1_at_1' },
         ],
+        shardKey: { process: 1, itemId: 1 },
       },
-      { kind: 'processClaims', collection: 'stowage_process_claims', indexes: [{ key: { of: 1, previous: 1, generation: -1 }, name: 'of_1_previous_1_generation_-1' }] },
+      { kind: 'processClaims', collection: 'stowage_process_claims', indexes: [{ key: { of: 1, previous: 1, generation: -1 }, name: 'of_1_previous_1_generation_-1' }], shardKey: { of: 1 } },
     ]);
     expect(indexSpecs({ cache: 'my_cache' }).find((spec) => spec.kind === 'cache')?.collection).toBe('my_cache');
     // The claims collection follows the process collection unless named.
     expect(indexSpecs({ process: 'devices' }).find((spec) => spec.kind === 'processClaims')?.collection).toBe('devices_claims');
     expect(() => indexSpecs({ kv: '$bad' })).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
     expect(DEFAULT_COLLECTIONS.kv).toBe('workflow_state');
+  });
+
+  it('rolePrivileges: the actions a role needs per collection, fewer without autoCreate', () => {
+    const basic = ['find', 'insert', 'update', 'remove', 'listIndexes'];
+    expect(rolePrivileges('myapp', { only: ['kv', 'locks'], collections: { kv: 'state' } })).toEqual([
+      { resource: { db: 'myapp', collection: 'state' }, actions: [...basic, 'createCollection', 'createIndex', 'collMod'] },
+      { resource: { db: 'myapp', collection: 'stowage_locks' }, actions: [...basic, 'changeStream', 'createCollection', 'createIndex'] },
+    ]);
+    expect(rolePrivileges('myapp', { only: ['process'], autoCreate: false })).toEqual([
+      { resource: { db: 'myapp', collection: 'stowage_process' }, actions: [...basic, 'changeStream'] },
+      { resource: { db: 'myapp', collection: '' }, actions: ['listCollections'] },
+    ]);
+    expect(rolePrivileges('myapp').map((privilege) => privilege.resource.collection)).toEqual([...indexSpecs().map((spec) => spec.collection), '']);
+    expect(() => rolePrivileges('my.app')).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
   });
 });
 

@@ -474,6 +474,7 @@ function sharedPoolFor(source: ConnectionSource): SharedPool {
 export class PostgresConnection {
   readonly #shared: SharedPool;
   readonly #prepare: boolean;
+  readonly #maxWaiting: number | undefined;
   #ended = false;
 
   /** Uses the pool the options name, or the one stowage keeps for these settings (creating it if needed). */
@@ -481,6 +482,7 @@ export class PostgresConnection {
     this.#shared = sharedPoolFor(source);
     this.#shared.addUser();
     this.#prepare = source.preparedStatements;
+    this.#maxWaiting = source.maxWaiting;
   }
 
   /** The pool itself (schema creation is remembered per pool). */
@@ -494,12 +496,25 @@ export class PostgresConnection {
    * (see {@link PreparedStatementMode}). Driver errors pass unchanged: the store maps them.
    */
   query(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
-    return this.#shared.query(text, values, this.#prepare);
+    const full = this.#queueFull();
+    return full ? Promise.reject(full) : this.#shared.query(text, values, this.#prepare);
   }
 
   /** Runs `fn` with a client of the pool to itself (see `SharedPool.withClient`). */
   withClient<T>(fn: (client: PostgresPoolClient, broken: (error: Error) => void) => Promise<T>): Promise<T> {
-    return this.#shared.withClient(fn);
+    const full = this.#queueFull();
+    return full ? Promise.reject(full) : this.#shared.withClient(fn);
+  }
+
+  /** The error of a call that would wait behind `maxWaiting` others for a connection, if it would. */
+  #queueFull(): StowageError | undefined {
+    if (this.#maxWaiting === undefined) return undefined;
+    const waiting = (this.#shared.pool as { waitingCount?: number }).waitingCount ?? 0;
+    if (waiting < this.#maxWaiting) return undefined;
+    return new StowageError(
+      'E_UNAVAILABLE',
+      `every connection of the pool is busy and ${waiting} calls already wait for one (maxWaiting ${this.#maxWaiting}): retry later`,
+    );
   }
 
   /** Wake-ups on `channel`, through the pool's one LISTEN connection. */

@@ -3,7 +3,7 @@ import { adoptTables, claimLegacySnapshots, snapshotIdColumn } from './adopt.js'
 import { PostgresConnection, type PostgresQueryResult, type PostgresStatement } from './connection.js';
 import { UNDEFINED_SCHEMA, UNDEFINED_TABLE, driverError, sqlState } from './errors.js';
 import type { PostgresSettings } from './options.js';
-import { ensureSchema, latestCreation, missingSequenceError, missingSequences, storeDdl, storeObjects, type TableKind, type TableName } from './schema.js';
+import { ensureSchema, latestCreation, missingSequenceError, missingSequences, storeDdl, type TableKind, type TableName } from './schema.js';
 import type { SweepJob, SweepRegistration } from './sweeper.js';
 import type { ReleaseWakeups } from './wakeups.js';
 
@@ -86,6 +86,20 @@ function assertTransactionClient(transaction: object): asserts transaction is Tr
 }
 
 /**
+ * Throws `E_INVALID_OPTION` when `client` says it is not in a transaction: a view's statement
+ * there would commit on its own, and the caller's later `ROLLBACK` would undo nothing (a
+ * forgotten `BEGIN`, or a client reused after its `COMMIT`). pg >= 8.21 reports the status the
+ * server sent with its last answer (`getTransactionStatus()`, no round trip); a client that
+ * cannot tell (older pg, pg-native) is trusted.
+ */
+function assertInTransaction(client: TransactionClient): void {
+  const status = (client as { getTransactionStatus?: () => string | null }).getTransactionStatus?.();
+  if (status === 'I') {
+    throw new StowageError('E_INVALID_OPTION', 'withTransaction needs a client inside a transaction: this client has no open transaction (send BEGIN first; after COMMIT or ROLLBACK bind the view to the next transaction)');
+  }
+}
+
+/**
  * A store's tables inside a transaction: statements go to the transaction's client, unnamed
  * (a pooler may give the transaction a session where a named statement of this pg client was
  * never prepared, and a failed statement would abort the caller's transaction). The tables are
@@ -107,6 +121,7 @@ class TransactionDatabase implements StoreDatabase {
 
   async run(text: string, values?: unknown[]): Promise<PostgresQueryResult> {
     await this.#parent.ready();
+    assertInTransaction(this.#client);
     try {
       return await this.#client.query({ text, values });
     } catch (error) {
@@ -312,7 +327,7 @@ export class PostgresDatabase implements StoreDatabase {
     const found = newerThan === undefined ? await adoptTables(this.#connection, this.#tables) : [];
     const adoptedSnapshots = new Set(this.#tables.filter(([kind], index) => kind === 'snapshots' && found[index]?.adopted).map(([, name]) => name.sql));
     const creation = adoptedSnapshots.size === 0 ? this.#creation : storeDdl(this.#tables, { creating: true, adoptedSnapshots });
-    await ensureSchema(this.#connection, creation, storeObjects(this.#tables), newerThan);
+    await ensureSchema(this.#connection, creation, this.#tables, newerThan);
     if (this.#snapshotPrefix === '') return;
     for (const [index, [kind, name]] of this.#tables.entries()) {
       if (kind === 'snapshots' && found[index]?.adopted) await claimLegacySnapshots(this.#connection, name, this.#snapshotPrefix);

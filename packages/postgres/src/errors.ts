@@ -8,6 +8,7 @@ export function sqlState(error: unknown): string | undefined {
 }
 
 export const UNIQUE_VIOLATION = '23505';
+export const LOCK_NOT_AVAILABLE = '55P03';
 export const UNDEFINED_TABLE = '42P01';
 export const UNDEFINED_SCHEMA = '3F000';
 export const INSUFFICIENT_PRIVILEGE = '42501';

@@ -81,3 +81,15 @@ function spreadCharacter(char: string): string {
   if (char === ESCAPE) return `${ESCAPE}10`;
   return `${ESCAPE}${char}${char}`;
 }
+
+/**
+ * The decoded value of each of `keys` (stored form, may repeat) among `rows` read in no
+ * particular order by `key = ANY($n)`, in the order of `keys`; `null` where no row came back.
+ */
+export function valuesInOrder(keys: readonly string[], rows: readonly { key: string; value: string }[]): (string | null)[] {
+  const found = new Map(rows.map((row) => [row.key, row.value]));
+  return keys.map((key) => {
+    const value = found.get(key);
+    return value === undefined ? null : decodeText(value);
+  });
+}

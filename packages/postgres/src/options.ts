@@ -53,6 +53,16 @@ export interface PostgresConnectionOptions {
    * adapts by itself when the server reports such a mix-up.
    */
   preparedStatements?: boolean;
+  /**
+   * Past saturation, fail fast instead of queueing: when this many calls already wait for a
+   * connection of the pool (all of its connections busy), a new call of this store fails at
+   * once with `E_UNAVAILABLE` (retryable) instead of joining the queue. Default: no bound, as
+   * `pg.Pool`. A bound keeps the latency of the calls let in near the pool's service time when
+   * more arrive than the database can serve (they would otherwise all wait seconds), at the
+   * price of refusing the excess: set it where a caller can retry, shed or degrade (an HTTP
+   * 503 with Retry-After), and leave it off where every call must go through eventually.
+   */
+  maxWaiting?: number;
 }
 
 /** Options every Postgres store takes, besides where to connect. */
@@ -94,6 +104,8 @@ export type ConnectionSource = (
   | { config: Record<string, unknown> }
 ) & {
   preparedStatements: boolean;
+  /** Calls that may wait for a connection of the pool before the next fails fast (see `maxWaiting`). */
+  maxWaiting?: number;
   /** Settings of the LISTEN connection when `listenUrl` is given (holds its password, if any). */
   listen?: Record<string, unknown>;
 };
@@ -166,6 +178,10 @@ export function retentionOf(value: unknown, what: string): number | undefined {
 
 function connectionSource(options: PostgresConnectionOptions): ConnectionSource {
   const preparedStatements = booleanOption(options.preparedStatements, 'preparedStatements', true);
+  const maxWaiting = options.maxWaiting;
+  if (maxWaiting !== undefined && !(Number.isSafeInteger(maxWaiting) && maxWaiting >= 0)) {
+    throw new StowageError('E_INVALID_OPTION', `maxWaiting must be a whole number of calls (0 or more), got ${describeValue(maxWaiting)}`);
+  }
   const pool = alias(options, 'pool', 'existingPool');
   if (options.existingPool !== undefined && !isPool(options.existingPool)) {
     throw new StowageError('E_INVALID_OPTION', 'existingPool must be a pg.Pool');
@@ -177,7 +193,8 @@ function connectionSource(options: PostgresConnectionOptions): ConnectionSource 
     throw new StowageError('E_INVALID_OPTION', 'listenUrl must be a non-empty string');
   }
   const listen = listenUrl === undefined ? {} : { listen: checkedConfig({ connectionString: listenUrl, application_name: applicationName }, 'listenUrl') };
-  if (isPool(pool)) return { pool, preparedStatements, ...listen };
+  const shared = { preparedStatements, ...(maxWaiting === undefined ? {} : { maxWaiting }), ...listen };
+  if (isPool(pool)) return { pool, ...shared };
 
   if (pool !== undefined && (pool === null || typeof pool !== 'object')) {
     throw new StowageError('E_INVALID_OPTION', 'pool must be a pg.Pool or an object of pool settings');
@@ -194,7 +211,7 @@ function connectionSource(options: PostgresConnectionOptions): ConnectionSource 
   }
   // pg validates its other pool settings; those that reach the startup packet or the socket are checked here.
   const config = checkedConfig({ application_name: applicationName, ...pool, ...(url === undefined ? {} : { connectionString: url }), ...fields }, 'url');
-  return { config, preparedStatements, ...listen };
+  return { config, ...shared };
 }
 
 /**
@@ -251,8 +268,14 @@ function urlSettings(url: string, what: string): Record<string, string> {
   // As pg-connection-string reads it: stray spaces and `%` encoded first, and a URL without a
   // host (`postgresql://user@/db`) read with a placeholder one.
   const text = / |%[^a-f0-9]|%[a-f0-9][^a-f0-9]/i.test(url) ? encodeURI(url).replace(/%25(\d\d)/g, '%$1') : url;
-  const parsed = URL.parse(text, 'postgres://base') ?? URL.parse(text.replace('@/', '@___DUMMY___/'), 'postgres://base');
+  const parsed = parseUrl(text, 'postgres://base') ?? parseUrl(text.replace('@/', '@___DUMMY___/'), 'postgres://base');
   if (parsed === null) throw invalid('malformed, or a port outside 1..65535');
+  // pg reads anything as a URL: `localhost:5432/test` has the scheme `localhost:` and connects to
+  // the default host as the default user (then reported as refused credentials), and a misspelt
+  // `postgress://` is taken silently. Only PostgreSQL's schemes (and pg's `socket:`) are URLs here.
+  if (!POSTGRES_SCHEMES.has(parsed.protocol) || (parsed.protocol !== 'socket:' && !/^[a-z]+:\/\//i.test(text))) {
+    throw invalid('it must start with postgresql:// or postgres://');
+  }
   try {
     // pg decodes these when it connects, and throws on a malformed %-escape.
     decodeURIComponent(parsed.username);
@@ -262,6 +285,17 @@ function urlSettings(url: string, what: string): Record<string, string> {
     throw invalid('a malformed %-escape');
   }
   return { ...Object.fromEntries(parsed.searchParams), port: parsed.searchParams.get('port') || parsed.port };
+}
+
+const POSTGRES_SCHEMES: ReadonlySet<string> = new Set(['postgresql:', 'postgres:', 'socket:']);
+
+/** `URL.parse(text, base)`, which Node.js has only from 22.1: `null` for what `new URL` refuses. */
+function parseUrl(text: string, base: string): URL | null {
+  try {
+    return new URL(text, base);
+  } catch {
+    return null;
+  }
 }
 
 /** Throws `E_INVALID_OPTION` unless `value` (a setting, or the text of a URL) is absent or a TCP port: an integer from 1 to 65535. */

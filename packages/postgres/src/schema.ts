@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { StowageError } from '@stowage/core';
 import { describeValue } from '@stowage/core/adapter';
-import type { PostgresConnection, PostgresPool } from './connection.js';
-import { INSUFFICIENT_PRIVILEGE, READ_ONLY_TRANSACTION, sqlState } from './errors.js';
+import { plannedEachCall, type PostgresConnection, type PostgresPool } from './connection.js';
+import { INSUFFICIENT_PRIVILEGE, LOCK_NOT_AVAILABLE, READ_ONLY_TRANSACTION, sqlState } from './errors.js';
 
 /** The tables stowage creates. */
 export type TableKind =
@@ -488,27 +488,44 @@ export function latestCreation(): number {
 const created = new WeakMap<PostgresPool, Map<string, { promise: Promise<void>; number: number }>>();
 
 /**
- * Runs `statements` once per pool and process. All of them travel in one round trip, as one
- * implicit transaction that first takes a transaction-scoped advisory lock, so ten processes
- * starting at once create each object exactly once and the rest wait, then find it there.
- * Nothing is held across statements, which keeps this safe behind PgBouncer in
- * transaction mode.
+ * Makes sure the store's `tables` exist, once per pool and process (`statements`: their DDL as
+ * the store runs it, see {@link storeDdl}).
+ *
+ * Start-up on a schema that is already there takes no lock: one catalog read finds every
+ * table, sequence and index, and nothing runs. (`CREATE INDEX IF NOT EXISTS` would take the
+ * table's SHARE lock even for an index that exists, wait behind any transaction writing the
+ * table, and make every writer queue behind it.)
+ *
+ * When something is missing, the statements travel in one round trip as one implicit
+ * transaction that first takes a transaction-scoped advisory lock of each of the store's
+ * tables (two processes creating the same table create it once; stores of other tables never
+ * wait for it), under a {@link DDL_LOCK_TIMEOUT}: a statement that would queue behind a long
+ * transaction gives up, so writers never queue behind it, and it is tried again after a pause.
+ * When every try timed out but the tables and sequences exist (an index is missing on a busy
+ * table), the store runs without the index, and the next start tries again. Nothing is held
+ * across statements, which keeps this safe behind PgBouncer in transaction mode.
  *
  * A server that refuses the DDL because it is read-only (a standby, a failover target) or the
  * role may not create objects is fine as long as every table and sequence of the store
- * (`objects`) exists: then the store runs on them.
+ * exists: then the store runs on them.
  *
  * `newerThan`: a statement sent after creation number `newerThan` found a table missing (it
  * was dropped under the store). The statements run again unless a creation started since
  * then, so the stores that saw it fail at the same time create it once.
  */
-export function ensureSchema(connection: PostgresConnection, statements: string[], objects: string[], newerThan?: number): Promise<void> {
+export function ensureSchema(
+  connection: PostgresConnection,
+  statements: string[],
+  tables: ReadonlyArray<readonly [TableKind, TableName]>,
+  newerThan?: number,
+): Promise<void> {
   let byText = created.get(connection.pool);
   if (!byText) created.set(connection.pool, (byText = new Map()));
-  const text = ["SELECT pg_advisory_xact_lock(hashtext('stowage schema'))", ...statements].join(';\n');
+  const locks = [...new Set(tables.map(([, name]) => name.sql))].sort().map((table) => `pg_advisory_xact_lock(hashtext('stowage schema'), hashtext('${table}'))`);
+  const text = [`SET LOCAL lock_timeout = ${DDL_LOCK_TIMEOUT}`, `SELECT ${locks.join(', ')}`, ...statements].join(';\n');
   const current = byText.get(text);
   if (current !== undefined && (newerThan === undefined || current.number > newerThan)) return current.promise;
-  const entry = { promise: runDdl(connection, text, objects), number: ++creations };
+  const entry = { promise: runDdl(connection, text, tables), number: ++creations };
   byText.set(text, entry);
   // A failed attempt (server down) is retried by the next caller.
   entry.promise.catch(() => {
@@ -517,7 +534,14 @@ export function ensureSchema(connection: PostgresConnection, statements: string[
   return entry.promise;
 }
 
-async function runDdl(connection: PostgresConnection, text: string, objects: string[]): Promise<void> {
+/** How long a statement of the store's DDL waits for a lock before it gives up (and is tried again). */
+const DDL_LOCK_TIMEOUT = 1000;
+/** How often the DDL is tried when it times out on a lock, with a pause of a quarter of {@link DDL_LOCK_TIMEOUT} between tries. */
+const DDL_LOCK_ATTEMPTS = 3;
+
+async function runDdl(connection: PostgresConnection, text: string, tables: ReadonlyArray<readonly [TableKind, TableName]>): Promise<void> {
+  const objects = storeObjects(tables);
+  if (await allExist(connection, [...objects, ...storeIndexes(tables)])) return;
   for (let attempt = 1; ; attempt++) {
     try {
       await connection.query(text);
@@ -531,13 +555,31 @@ async function runDdl(connection: PostgresConnection, text: string, objects: str
       const state = sqlState(error) ?? sqlState((error as { cause?: unknown }).cause);
       if (state === MISSING_SEQUENCE) throw missingSequenceError((error as Error).message, error);
       if (attempt < 3 && (state === '42P07' || state === '23505' || state === '42710' || state === '40P01')) continue;
+      if (state === LOCK_NOT_AVAILABLE) {
+        if (attempt < DDL_LOCK_ATTEMPTS) {
+          await new Promise((resolve) => setTimeout(resolve, DDL_LOCK_TIMEOUT / 4));
+          continue;
+        }
+        if (await allExist(connection, objects)) return;
+      }
       if ((state === READ_ONLY_TRANSACTION || state === INSUFFICIENT_PRIVILEGE) && (await allExist(connection, objects))) return;
       throw error;
     }
   }
 }
 
+/** The secondary indexes of `tables` (quoted, qualified names). */
+function storeIndexes(tables: ReadonlyArray<readonly [TableKind, TableName]>): string[] {
+  return tables.flatMap(([kind, name]) => TABLE_INDEXES[kind].map(([suffix]) => name.derived(suffix)));
+}
+
+/**
+ * Whether every relation of `objects` exists: a catalog read that locks nothing. Sent unnamed:
+ * it runs once per start, and a prepared statement would stay in the session for nothing.
+ */
 async function allExist(connection: PostgresConnection, objects: string[]): Promise<boolean> {
-  const { rows } = await connection.query('SELECT bool_and(to_regclass(name) IS NOT NULL) AS present FROM unnest($1::text[]) AS name', [objects]);
+  const { rows } = await connection.query(ALL_EXIST, [objects]);
   return rows[0].present === true;
 }
+
+const ALL_EXIST = plannedEachCall('SELECT bool_and(to_regclass(name) IS NOT NULL) AS present FROM unnest($1::text[]) AS name');

@@ -2,8 +2,12 @@ import type { Glob } from '@stowage/core/adapter';
 import { encodeText, escapedKeyMatchSql, globMatchParameters } from './key-encoding.js';
 
 /*
- * SQL fragments the stores share. Times are decided by the server (`now()` in the
- * statement), never sent by the client, so a client with a wrong clock behaves correctly.
+ * SQL fragments the stores share. Times are decided by the server, never sent by the client,
+ * so a client with a wrong clock behaves correctly. Every statement reads the time as
+ * `statement_timestamp()`, never `now()`: `now()` is the start of the transaction, so a ttl
+ * written late in a caller's transaction (a view, `runOnce`) would count from its `BEGIN` and
+ * could be expired at the commit. Unlike `clock_timestamp()` it is stable within a statement,
+ * so every row of a batch gets one time and an index on the expiry column applies.
  */
 
 /** Interval SQL for `$n` milliseconds of server time; NULL stays NULL (no expiry). */
@@ -12,10 +16,10 @@ export function msInterval(param: string): string {
 }
 
 /** `WHERE` fragment: a row is visible while it has not expired (server clock). */
-export const LIVE = '(expires_at IS NULL OR expires_at > now())';
+export const LIVE = '(expires_at IS NULL OR expires_at > statement_timestamp())';
 
 /** The server's time of a write, at the millisecond precision of a JavaScript `Date`. */
-export const NOW_MS = `date_trunc('milliseconds', now())`;
+export const NOW_MS = `date_trunc('milliseconds', statement_timestamp())`;
 
 /**
  * SQL for a timestamptz as epoch milliseconds (a float8). Reading times this way keeps them
@@ -66,15 +70,18 @@ export function clearExpiredBatchSql(table: string, expired: string, { appendOnl
 }
 
 /**
- * Runs {@link clearExpiredBatchSql} batches until one removes fewer than a full batch; returns
- * how many rows went. Used by `clearExpired()` and so by the `cleanupInterval` timer.
+ * Runs {@link clearExpiredBatchSql} batches until one removes fewer than a full batch, or until
+ * `stop` aborts (the store's `close()`: a backlog of millions of rows must not hold a shutdown
+ * for minutes, so the batch in flight is the last); returns how many rows went. Used by
+ * `clearExpired()` and so by the `cleanupInterval` timer. (Lease tables pass no `stop`: they
+ * hold one row per lock key, never a backlog that outlasts a shutdown.)
  */
-export async function clearExpiredInBatches(run: () => Promise<{ rowCount: number | null }>): Promise<number> {
+export async function clearExpiredInBatches(run: () => Promise<{ rowCount: number | null }>, stop?: AbortSignal): Promise<number> {
   let removed = 0;
   for (;;) {
     const count = (await run()).rowCount ?? 0;
     removed += count;
-    if (count < CLEAR_EXPIRED_BATCH) return removed;
+    if (count < CLEAR_EXPIRED_BATCH || stop?.aborted === true) return removed;
   }
 }
 

@@ -308,6 +308,27 @@ describeServer('connections', () => {
     await Promise.all([kv.close(), locks.close(), holder.close()]);
   });
 
+  test('maxWaiting: with that many calls waiting for a connection, the next fails at once with E_UNAVAILABLE; those let in succeed', async () => {
+    const tables = freshTables();
+    const pool = new pg.Pool({ connectionString: url, max: 1 });
+    const kv = new PostgresKeyValueStore({ pool, table: tables.kv, coalesce: false, maxWaiting: 2 });
+    await kv.set('k', 'v');
+    const held = await pool.connect();
+    const admitted = [kv.get('k'), kv.get('k')];
+    await eventually(() => pool.waitingCount === 2, 'two calls wait for the one connection');
+    const refused = kv.get('k').then(
+      () => 'ok',
+      (error: { code?: string }) => error.code,
+    );
+    held.release();
+    expect(await refused).toBe('E_UNAVAILABLE');
+    expect(await Promise.all(admitted)).toEqual(['v', 'v']);
+    // once the queue is short again, calls are let in
+    expect(await kv.get('k')).toBe('v');
+    await kv.close();
+    await pool.end();
+  });
+
   test('awaited ready() and close() keep the process alive until they settle, also when the pool lets it exit while idle', async () => {
     const stdout = await runWorker('listen-exit-worker.ts');
     expect(stdout.trim(), 'the process exited in the middle of an awaited call').not.toBe('');

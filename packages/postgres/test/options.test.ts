@@ -67,6 +67,9 @@ describe('options every store reads the same way', () => {
       { table: 'bad name' },
       { table: 'pg_class' }, // unqualified, it would be the system catalog
       { listenUrl: '' },
+      { maxWaiting: -1 },
+      { maxWaiting: 1.5 },
+      { maxWaiting: '10' },
     ]) {
       expect(() => stores.kv(options), JSON.stringify(options)).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
     }
@@ -141,6 +144,12 @@ describe('options every store reads the same way', () => {
       { url: 'postgresql://postgres@127.0.0.1:1/%E0%A4%A' },
       { url, listenUrl: 'postgresql://[::1' },
       { url, listenUrl: 'postgresql://postgres@127.0.0.1:99999/unused' },
+      // Not PostgreSQL URLs: pg would connect somewhere anyway (the first to the default host,
+      // reported as refused credentials).
+      { url: 'localhost:5432/test' },
+      { url: 'postgress://postgres@127.0.0.1:1/unused' },
+      { url: 'mongodb://127.0.0.1:27017/test' },
+      { url: 'http://127.0.0.1:5432/test' },
     ]) {
       for (const [name, open] of Object.entries(stores)) {
         expect(() => open(options), `${name}: ${JSON.stringify(options)}`).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
@@ -151,6 +160,8 @@ describe('options every store reads the same way', () => {
     await stores.kv({ ...fields, port: '5432' }).close();
     await stores.kv({ url: 'postgresql://postgres@/unused' }).close();
     await stores.kv({ url: '/var/run/postgresql unused' }).close();
+    await stores.kv({ url: 'postgres://postgres@127.0.0.1:1/unused' }).close();
+    await stores.kv({ url: 'socket:/var/run/postgresql?db=unused' }).close();
   });
 });
 

@@ -56,7 +56,7 @@ const MAY_SCAN: Record<string, string> = {
   'kv.entries': 'as kv.keys',
 };
 
-/** Listings that must come in index order: a page stops after its rows instead of sorting all candidates. */
+/** Statements with no `Sort` in their plans: listings come in index order (a page stops after its rows instead of sorting all candidates). */
 const ORDERED = new Set([
   'kv.entriesPage',
   'kv.entriesPageInRange',
@@ -70,6 +70,10 @@ const ORDERED = new Set([
   'process.listItems',
   'process.listItemsInState',
   'process.readLog',
+  // The coalesced point reads: an index probe per key, put in request order by the store, not by a sort.
+  'kv.getMany',
+  'kv.existsMany',
+  'cache.getMany',
 ]);
 
 interface Sent {

@@ -86,7 +86,7 @@ export const lockContender: Role<ContenderParams, ContenderResult> = async (back
         try {
           await locks.withLock(key, async (_signal, handle) => section(handle), { ttl: params.ttl, wait, pollInterval: 10 });
         } catch (error) {
-          if (isStowageError(error, 'E_TIMEOUT')) result.waitTimeouts += 1;
+          if (isStowageError(error, 'E_LOCK_BUSY')) result.waitTimeouts += 1;
           else if (isStowageError(error, 'E_LOCK_LOST')) result.leaseLostReported += 1;
           else throw error;
         }

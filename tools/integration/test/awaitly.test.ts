@@ -245,5 +245,42 @@ for (const backend of BACKENDS) {
         await store.close();
       }
     });
+
+    it('resume state (seed 003) with a void step and a Date: store.save(id, collector.getResumeState()) saves, and the resumed run re-runs nothing', async (context) => {
+      needsBackend(context);
+      const id = `notify-${randomUUID()}`;
+      const store = namespace.snapshots();
+      const calls = { notify: 0, stamp: 0 };
+      const deps = {
+        notify: async () => {
+          calls.notify++;
+          return ok(undefined);
+        },
+        stamp: async () => {
+          calls.stamp++;
+          return ok(new Date('2024-01-15T10:30:00.123Z'));
+        },
+      };
+      const collector = createResumeStateCollector();
+      const workflow = createWorkflow('notify', deps, { onEvent: collector.handleEvent });
+      const run = (resumeState?: ReturnType<typeof deserializeResumeState>) =>
+        workflow.run(
+          async ({ step, deps }) => {
+            await step('notify', () => deps.notify(), { key: 'notify' });
+            return step('stamp', () => deps.stamp(), { key: 'stamp' });
+          },
+          { resumeState },
+        );
+      try {
+        expect((await run()).ok).toBe(true);
+        await store.save(id, collector.getResumeState());
+        const resumed = await run(await store.loadResumeState(id));
+        // What JSON keeps of a Date, as awaitly's own adapters give it back.
+        expect(resumed).toEqual({ ok: true, value: '2024-01-15T10:30:00.123Z' });
+        expect(calls).toEqual({ notify: 1, stamp: 1 });
+      } finally {
+        await store.close();
+      }
+    });
   });
 }

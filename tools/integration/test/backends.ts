@@ -8,11 +8,11 @@
  * Every factory returns stowage's own types; the tests hand them to awaitly as they are.
  */
 import { randomUUID } from 'node:crypto';
-import type { LockingSnapshotStore, SnapshotStore, WorkflowSnapshot } from '@stowage/core';
-import { createMemoryStorage, memory } from '@stowage/core/memory';
-import { mongo } from '@stowage/mongo';
-import { postgres } from '@stowage/postgres';
-import { findMongoServer, findPostgresServer, startEmbeddedPostgres, type FoundBackend } from '@stowage/test-env';
+import { createStatePersistence, type LockingSnapshotStore, type SnapshotStore, type WorkflowSnapshot } from '@stowage/core';
+import { MemoryKeyValueStore, createMemoryStorage, memory } from '@stowage/core/memory';
+import { createMongoPersistence, mongo } from '@stowage/mongo';
+import { createPostgresPersistence, postgres } from '@stowage/postgres';
+import { findMongoServer, findPostgresServer, startEmbeddedPostgres, startJongodb, type FoundBackend } from '@stowage/test-env';
 import type { serializeResumeState } from 'awaitly/workflow';
 
 /** What awaitly's resume-state flow persists: `serializeResumeState(collector.getResumeState())`. */
@@ -26,6 +26,8 @@ export interface Namespace {
   snapshots(): SnapshotStore<WorkflowSnapshot>;
   lockingSnapshots(): LockingSnapshotStore<WorkflowSnapshot>;
   resumeStates(): SnapshotStore<SerializedResumeState>;
+  /** awaitly's key-value persistence (`createStatePersistence` over the backend's key-value store). */
+  keyValuePersistence(): Promise<SnapshotStore<WorkflowSnapshot>>;
 }
 
 export interface Backend {
@@ -49,6 +51,7 @@ function postgresNamespaces(found: FoundBackend) {
         snapshots: () => postgres({ url: found.url, table, pool: { max: 2 } }),
         lockingSnapshots: () => postgres({ url: found.url, table, pool: { max: 2 }, lock: { lockTableName } }),
         resumeStates: () => postgres<SerializedResumeState>({ url: found.url, table, pool: { max: 2 } }),
+        keyValuePersistence: () => createPostgresPersistence({ url: found.url, tableName: `${table}_kv`, pool: { max: 2 } }),
       };
     },
     stop: () => found.stop(),
@@ -66,6 +69,7 @@ export const BACKENDS: Backend[] = [
           snapshots: () => memory({ storage }),
           lockingSnapshots: () => memory({ storage, lock: true }),
           resumeStates: () => memory<SerializedResumeState>({ storage }),
+          keyValuePersistence: async () => createStatePersistence(new MemoryKeyValueStore({ storage }), undefined, { ownsStore: true }),
         };
       },
       stop: async () => {},
@@ -86,20 +90,28 @@ export const BACKENDS: Backend[] = [
     name: 'mongo (server)',
     start: async () => {
       const found = await findMongoServer();
-      if (found === null) return null;
-      return {
-        label: found.label,
-        namespace(): Namespace {
-          const collection = unique('awaitly_it');
-          const options = { url: found.url, database: 'stowage_integration', collection };
-          return {
-            snapshots: () => mongo(options),
-            lockingSnapshots: () => mongo({ ...options, lock: { collection: `${collection}_locks` } }),
-            resumeStates: () => mongo<SerializedResumeState>(options),
-          };
-        },
-        stop: () => found.stop(),
-      };
+      return found && mongoNamespaces(found);
     },
   },
+  {
+    name: 'mongo (jongodb)',
+    start: async () => mongoNamespaces(await startJongodb()),
+  },
 ];
+
+function mongoNamespaces(found: FoundBackend) {
+  return {
+    label: found.label,
+    namespace(): Namespace {
+      const collection = unique('awaitly_it');
+      const options = { url: found.url, database: 'stowage_integration', collection };
+      return {
+        snapshots: () => mongo(options),
+        lockingSnapshots: () => mongo({ ...options, lock: { collection: `${collection}_locks` } }),
+        resumeStates: () => mongo<SerializedResumeState>(options),
+        keyValuePersistence: () => createMongoPersistence({ ...options, collection: `${collection}_kv` }),
+      };
+    },
+    stop: () => found.stop(),
+  };
+}

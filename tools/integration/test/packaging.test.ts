@@ -7,7 +7,14 @@
  * - neither brings vitest (the conformance suite's optional peer);
  * - the README quick start runs both as ESM (`import`, .mjs) and as CommonJS (`require`, .cjs)
  *   against a real database, and a StowageError from the adapter is an instance of the
- *   StowageError class its own module system loads from @stowage/core.
+ *   StowageError class its own module system loads from @stowage/core;
+ * - both quick starts also run, as ESM and as CommonJS, on Node.js 22.0.0, the oldest Node
+ *   `engines` admits (the tests themselves run on the current Node);
+ * - an example started on a Node.js that cannot run its .ts files says what it needs;
+ * - the compatibility matrix: the quick start also runs (ESM, on this Node and on the oldest)
+ *   with the oldest driver each peer range admits, `pg` 8.11.0 and `mongodb` 6.0.0; the cells
+ *   above install the newest (`pg@8`, `mongodb@7`), and the packages' own suites run the
+ *   workspace's pinned versions. One smoke per cell, not the conformance suite: CI time.
  */
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -17,6 +24,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findMongoServer, findPostgresServer, startEmbeddedPostgres, type FoundBackend } from '@stowage/test-env';
+import { OLDEST_NODE, nodeBinary } from './node-binary.ts';
 
 const run = promisify(execFile);
 const repoRoot = resolve(import.meta.dirname, '../../..');
@@ -24,6 +32,7 @@ const PUBLISHED = ['core', 'postgres', 'mongo'] as const;
 type Published = (typeof PUBLISHED)[number];
 
 let workDir: string;
+let oldestNode: string;
 const tarballs = {} as Record<Published, string>;
 
 /**
@@ -87,14 +96,16 @@ async function npmLs(dir: string, name: string): Promise<string[]> {
   return found;
 }
 
-async function runScript(dir: string, file: string, source: string, env: NodeJS.ProcessEnv): Promise<unknown> {
+/** Runs a script in the project with `node` (this process's), or the given Node binary; returns its last line's JSON. */
+async function runScript(dir: string, file: string, source: string, env: NodeJS.ProcessEnv, node = process.execPath): Promise<unknown> {
   await writeFile(join(dir, file), source);
-  const { stdout } = await sh('node', [file], dir, env);
+  const { stdout } = await sh(node, [file], dir, env);
   const lines = stdout.trim().split('\n');
   return JSON.parse(lines.at(-1)!);
 }
 
 beforeAll(async () => {
+  oldestNode = await nodeBinary(OLDEST_NODE);
   workDir = await mkdtemp(join(tmpdir(), 'stowage-packaging-'));
   const destination = join(workDir, 'tarballs');
   await mkdir(destination);
@@ -109,14 +120,14 @@ beforeAll(async () => {
     expect(created).toHaveLength(1);
     tarballs[name] = join(destination, created[0]!);
   }
-}, 120_000);
+}, 300_000);
 
 afterAll(async () => {
   if (workDir) await rm(workDir, { recursive: true, force: true });
 });
 
 describe('packed tarballs', () => {
-  it('have no workspace: ranges left and ship only dist, README and package.json', async () => {
+  it('have no workspace: ranges left and ship only dist, README, LICENSE and package.json', async () => {
     for (const name of PUBLISHED) {
       const { stdout: listing } = await sh('tar', ['-tzf', tarballs[name]], workDir);
       const files = listing.trim().split('\n').sort();
@@ -161,6 +172,12 @@ describe('@stowage/postgres installed from its tarball', () => {
     const result = await runScript(project, 'quickstart.cjs', postgresQuickStart('cjs'), { DATABASE_URL: database.url });
     expect(result).toEqual(expectedQuickStart);
   });
+
+  it(`runs the quick start as ESM and as CommonJS on Node.js ${OLDEST_NODE}`, async () => {
+    const env = { DATABASE_URL: database.url };
+    expect(await runScript(project, 'quickstart.mjs', postgresQuickStart('esm'), env, oldestNode)).toEqual(expectedQuickStart);
+    expect(await runScript(project, 'quickstart.cjs', postgresQuickStart('cjs'), env, oldestNode)).toEqual(expectedQuickStart);
+  });
 });
 
 describe('@stowage/mongo installed from its tarball', () => {
@@ -199,6 +216,53 @@ describe('@stowage/mongo installed from its tarball', () => {
     const env = { MONGODB_URI: database.url };
     expect(await runScript(project, 'quickstart.mjs', mongoQuickStart('esm'), env)).toEqual(expectedQuickStart);
     expect(await runScript(project, 'quickstart.cjs', mongoQuickStart('cjs'), env)).toEqual(expectedQuickStart);
+  });
+
+  it(`runs the quick start as ESM and as CommonJS on Node.js ${OLDEST_NODE}`, async (context) => {
+    if (database === null) return context.skip('no MongoDB server (set STOWAGE_MONGO_URL); under CI this fails instead');
+    const env = { MONGODB_URI: database.url };
+    expect(await runScript(project, 'quickstart.mjs', mongoQuickStart('esm'), env, oldestNode)).toEqual(expectedQuickStart);
+    expect(await runScript(project, 'quickstart.cjs', mongoQuickStart('cjs'), env, oldestNode)).toEqual(expectedQuickStart);
+  });
+});
+
+describe.each([
+  { driver: 'pg@8.11.0', adapter: 'postgres' as const },
+  { driver: 'mongodb@6.0.0', adapter: 'mongo' as const },
+])('the oldest driver the peer range admits: $driver', ({ driver, adapter }) => {
+  let project: string;
+  let database: FoundBackend | null;
+
+  beforeAll(async () => {
+    project = await installProject(`compat-${driver.replace(/[@.]/g, '-')}`, [tarballs.core, tarballs[adapter], driver, 'awaitly@1.35.0']);
+    database = adapter === 'postgres' ? ((await findPostgresServer()) ?? (await startEmbeddedPostgres())) : await findMongoServer();
+  }, 300_000);
+
+  afterAll(async () => {
+    await database?.stop();
+  });
+
+  it(`runs the quick start as ESM, on this Node.js and on ${OLDEST_NODE}`, async (context) => {
+    if (database === null) return context.skip('no MongoDB server (set STOWAGE_MONGO_URL); under CI this fails instead');
+    const [name, version] = driver.split('@');
+    const { stdout } = await sh('npm', ['ls', name!, '--json'], project);
+    expect((JSON.parse(stdout) as { dependencies: Record<string, { version: string }> }).dependencies[name!]!.version).toBe(version);
+    const [script, env] = adapter === 'postgres' ? [postgresQuickStart('esm'), { DATABASE_URL: database.url }] : [mongoQuickStart('esm'), { MONGODB_URI: database.url }];
+    expect(await runScript(project, 'quickstart.mjs', script, env)).toEqual(expectedQuickStart);
+    expect(await runScript(project, 'quickstart.mjs', script, env, oldestNode)).toEqual(expectedQuickStart);
+  });
+});
+
+describe(`an example started on Node.js ${OLDEST_NODE}`, () => {
+  it('says it needs Node.js >= 22.18 instead of failing on the .ts extension', async () => {
+    const example = join(repoRoot, 'examples', 'cache-aside');
+    const failure = await run(oldestNode, ['--import', '../require-node.mjs', 'src/main.ts'], { cwd: example }).then(
+      () => null,
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(failure?.code).toBe(1);
+    expect(failure?.stderr).toContain(`needs Node.js >= 22.18; this is Node.js ${OLDEST_NODE}`);
+    expect(failure?.stderr).not.toContain('Unknown file extension');
   });
 });
 

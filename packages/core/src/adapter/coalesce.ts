@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers';
 import { batchChannel, type BatchMessage, type StoreIdentity } from '../diagnostics.js';
 import { isStowageError } from '../errors.js';
 
@@ -19,19 +20,23 @@ export interface CoalescedOperation<TInput, TOutput> {
 
 /**
  * Point operations that arrive in the same tick go out as one statement per kind (for the
- * kinds that have a batch statement). Calls
- * collected while the current synchronous run lasts are flushed in a microtask: a lone call
- * goes out alone as its single statement (a microtask later, no timer), several of a kind go
- * out as one batch.
+ * kinds that have a batch statement). A tick is one turn of the event loop: the calls are
+ * flushed on `setImmediate`, after every I/O callback of that turn ran. A server's requests
+ * and the driver's replies each arrive in a callback of their own, and Node empties the
+ * microtask queue after each one, so a microtask flush would see one call at a time under
+ * real traffic (a mean batch of 1.00 at any request rate); a turn's worth of callbacks
+ * shares a statement instead. A lone call goes out alone as its single statement, one turn
+ * later (no timer); several of a kind go out as one batch.
  *
  * Each caller gets the outcome it would have had alone, as if the calls of the tick had run
  * one after the other in the order they were made: calls of different kinds on one key (a
  * `set` then a `get` of it, a `delete` then a `set`) go out in that order, a round after the
  * other, while everything else of the tick shares a round. When a batch fails for a reason
- * that may belong to one entry (a value the database refuses), every call of it is run again
- * on its own, so one bad entry never fails its neighbours. A batch that failed because the
- * database is unreachable, timed out or the store closed is not retried: every caller gets
- * that error, as it would have alone.
+ * that may belong to one entry (a value the database refuses, or a timeout: one entry's row
+ * may be locked by another transaction, and the whole statement waited for it), every call of
+ * it is run again on its own, so one bad or locked entry never fails its neighbours. A batch
+ * that failed because the database is unreachable or the store closed is not retried: every
+ * caller gets that error, as it would have alone.
  *
  * The size of each batch of a kind that has a batch statement (a lone call included) is
  * published on the `stowage:batch` channel (only while someone subscribes) under the store
@@ -54,7 +59,7 @@ export class Coalescer {
       new Promise<TOutput>((resolve, reject) => {
         if (this.#pending === undefined) {
           this.#pending = [];
-          queueMicrotask(() => this.#flush());
+          setImmediate(() => void this.#flush());
         }
         this.#pending.push({ operation, input, resolve, reject } as Call);
       });
@@ -63,6 +68,8 @@ export class Coalescer {
   async #flush(): Promise<void> {
     const calls = this.#pending!;
     this.#pending = undefined;
+    // A lone call (most calls at low rates) skips the round splitting and its maps.
+    if (calls.length === 1) return this.#runBatch(calls[0]!.operation, calls);
     for (const round of rounds(calls)) await this.#run(round);
   }
 
@@ -128,7 +135,11 @@ async function settle(call: Call, outcome: Promise<unknown>): Promise<void> {
   }
 }
 
-/** Errors every call of the batch would have had alone: retrying each would only multiply the load. */
+/**
+ * Errors every call of the batch would have had alone: retrying each would only multiply the
+ * load. (Not `E_TIMEOUT`: a statement or lock timeout may be one entry's, whose row another
+ * transaction holds.)
+ */
 function isAboutTheConnection(error: unknown): boolean {
-  return isStowageError(error, 'E_UNAVAILABLE') || isStowageError(error, 'E_TIMEOUT') || isStowageError(error, 'E_CLOSED');
+  return isStowageError(error, 'E_UNAVAILABLE') || isStowageError(error, 'E_CLOSED');
 }

@@ -48,6 +48,7 @@ export {
   IdempotencyStoreBase,
   assertReservationToken,
   type IdempotencyStoreBaseOptions,
+  type RunClaim,
   type StoredReservation,
   type StoredResult,
 } from './idempotency.js';

@@ -102,7 +102,7 @@ export function parseAcquireArgs(key: unknown, ttl: unknown, ownerOrOptions: unk
  * per poll interval for a single hand-off.
  */
 export class WaitLines {
-  readonly #lines = new Map<string, Place[]>();
+  readonly #lines = new Map<string, Line>();
 
   /** Whether acquisitions of `key` wait here. */
   waiting(key: string): boolean {
@@ -110,11 +110,15 @@ export class WaitLines {
   }
 
   join(key: string): Place {
-    const place: Place = { turn: Promise.withResolvers<void>(), wake: Promise.withResolvers<void>(), handedOn: false };
-    const line = this.#lines.get(key) ?? [];
-    this.#lines.set(key, line);
-    line.push(place);
-    if (line.length === 1) place.turn.resolve();
+    const line = this.#lines.get(key);
+    const place: Place = { turn: Promise.withResolvers<void>(), wake: Promise.withResolvers<void>(), handedOn: false, previous: line?.last, next: undefined };
+    if (line === undefined) {
+      this.#lines.set(key, { first: place, last: place });
+      place.turn.resolve();
+    } else {
+      line.last.next = place;
+      line.last = place;
+    }
     return place;
   }
 
@@ -125,21 +129,24 @@ export class WaitLines {
    */
   leave(key: string, place: Place, granted: boolean): void {
     const line = this.#lines.get(key)!;
-    const index = line.indexOf(place);
-    line.splice(index, 1);
-    if (line.length === 0) {
+    const { previous, next } = place;
+    if (previous === undefined) line.first = next!;
+    else previous.next = next;
+    if (next === undefined) line.last = previous!;
+    else next.previous = previous;
+    place.previous = place.next = undefined;
+    if (previous === undefined && next === undefined) {
       this.#lines.delete(key);
-    } else if (index === 0) {
-      const next = line[0]!;
-      next.handedOn = granted;
-      if (!granted) next.wake.resolve();
-      next.turn.resolve();
+    } else if (previous === undefined) {
+      next!.handedOn = granted;
+      if (!granted) next!.wake.resolve();
+      next!.turn.resolve();
     }
   }
 
   /** `driver`, with every release and force-release waking the first in line of its key. */
   announcing(driver: LeaseDriver): LeaseDriver {
-    const released = (key: string) => this.#lines.get(key)?.[0]?.wake.resolve();
+    const released = (key: string) => this.#lines.get(key)?.first.wake.resolve();
     return {
       acquire: (key, owner, ttl) => driver.acquire(key, owner, ttl),
       extend: (key, owner, ttl) => driver.extend(key, owner, ttl),
@@ -159,15 +166,34 @@ export class WaitLines {
   }
 }
 
+/**
+ * What `Promise.withResolvers<void>()` returns, spelled out: this type reaches the published
+ * declarations, which must compile without lib es2024 (where `PromiseWithResolvers` is declared).
+ */
+interface Resolvers {
+  promise: Promise<void>;
+  resolve: (value: void) => void;
+  reject: (reason?: unknown) => void;
+}
+
 /** A waiting acquisition's place in line: `turn` once it is first, `wake` on a release here. */
 interface Place {
-  turn: PromiseWithResolvers<void>;
-  wake: PromiseWithResolvers<void>;
+  turn: Resolvers;
+  wake: Resolvers;
   /**
    * First because the one ahead was granted the lease: its release here wakes this place, so
    * the database's announcement of an earlier release (still on its way) is not waited for.
    */
   handedOn: boolean;
+  /** The places before and after this one (a linked line: joining and leaving cost the same with 100,000 waiters as with one). */
+  previous: Place | undefined;
+  next: Place | undefined;
+}
+
+/** One key's line: its first and last place. */
+interface Line {
+  first: Place;
+  last: Place;
 }
 
 /**
@@ -212,7 +238,7 @@ export async function acquireWithWait(
   const place = lines.join(key);
   let lease: Lease | null = null;
   try {
-    if (!alone && !(await pause(deadline - performance.now(), signal, () => [place.turn.promise]))) return null;
+    if (!alone && !(await waitForTurn(place, deadline - performance.now(), signal))) return null;
     // First in line: ask at once if nobody was ahead, else wait for a release first.
     for (let again = askedFirst || !alone; ; again = true) {
       if (again) {
@@ -237,14 +263,32 @@ export async function acquireWithWait(
 }
 
 /**
+ * Waits at most `ms` for `place`'s turn; true when it came. Rejects with `signal`'s reason.
+ * Most of a long line waits here, so it holds only a timer and a callback per waiter (a
+ * {@link pause} builds an `AbortController` and more for each).
+ */
+function waitForTurn(place: Place, ms: number, signal: AbortSignal): Promise<boolean> {
+  if (ms <= 0) return Promise.resolve(false);
+  return new Promise((resolve, reject) => {
+    const end = (outcome: () => void) => {
+      clearTimeout(timer);
+      stopListening();
+      outcome();
+    };
+    const timer = setTimeout(() => end(() => resolve(false)), ms);
+    const stopListening = onAbort(signal, () => end(() => reject(callerError(signal.reason))));
+    void place.turn.promise.then(() => end(() => resolve(!signal.aborted)));
+  });
+}
+
+/**
  * Waits at most `ms` for the first of the promises `wakes` returns (given a signal that aborts
  * when the pause ends); true when one of them came first. Rejects with `signal`'s reason.
  */
 async function pause(ms: number, signal: AbortSignal, wakes: (paused: AbortSignal) => Promise<unknown>[]): Promise<boolean> {
   if (ms <= 0) return false;
   const paused = new AbortController();
-  const onAbort = () => paused.abort(signal.reason);
-  signal.addEventListener('abort', onAbort, { once: true });
+  const stopListening = onAbort(signal, () => paused.abort(signal.reason));
   let woken = false;
   try {
     const awake = wakes(paused.signal).map((wake) => wake.then(() => void (paused.signal.aborted || (woken = true))));
@@ -252,11 +296,39 @@ async function pause(ms: number, signal: AbortSignal, wakes: (paused: AbortSigna
   } catch (error) {
     if (!signal.aborted) throw error;
   } finally {
-    paused.abort();
-    signal.removeEventListener('abort', onAbort);
+    // With a reason of its own: an abort without one builds a DOMException (and its stack) per pause.
+    paused.abort(PAUSE_ENDED);
+    stopListening();
   }
   throwIfAborted(signal);
   return woken;
+}
+
+/** The reason a pause's own signal aborts with when the pause ends. */
+const PAUSE_ENDED = Symbol('pause ended');
+
+/** The callbacks waiting for each signal's abort, behind one listener per signal (see {@link onAbort}). */
+const abortCallbacks = new WeakMap<AbortSignal, Set<() => void>>();
+
+/**
+ * Calls `callback` once when `signal` aborts; returns what stops that. Every waiter of a
+ * provider waits on its one close signal: an `EventTarget` looks through its listeners on each
+ * add and remove, so 100,000 waiters with a listener each took minutes to enqueue. Here the
+ * signal has one listener, and a waiter joins and leaves a set.
+ */
+function onAbort(signal: AbortSignal, callback: () => void): () => void {
+  let callbacks = abortCallbacks.get(signal);
+  if (callbacks === undefined) {
+    const registered = new Set<() => void>();
+    abortCallbacks.set(signal, (callbacks = registered));
+    signal.addEventListener('abort', () => {
+      abortCallbacks.delete(signal);
+      for (const each of registered) each();
+    }, { once: true });
+  }
+  const own = () => callback();
+  callbacks.add(own);
+  return () => void callbacks.delete(own);
 }
 
 /** Rejects with the signal's reason, as the caller's own error (see `callerError`). */
@@ -346,7 +418,8 @@ export async function runWithLock<T>(
 
   const handle = await acquire(key, ttl, { owner, wait, signal, pollInterval });
   if (handle === null) {
-    throw new StowageError('E_TIMEOUT', `lock "${key}" was not acquired within ${wait} ms`);
+    // Its own code: a held lock is an expected outcome, not a database timeout to retry blindly.
+    throw new StowageError('E_LOCK_BUSY', `lock "${key}" is held by another owner (waited ${wait} ms)`);
   }
   if (signal?.aborted) {
     await handle.release().catch(() => undefined);

@@ -15,8 +15,8 @@ import {
   type WorkflowSnapshot,
 } from '../contracts/snapshots.js';
 import { StowageError } from '../errors.js';
-import { decodeValue, jsonCodec } from '../json.js';
-import { assertValidDuration, assertValidKey, assertValidOwner, compareKeys, describeType } from '../keys.js';
+import { decodeValue, jsonCodec, stringifyLikeJson } from '../json.js';
+import { assertValidDuration, assertValidKey, assertValidOwner, compareKeys, describeType, fitKey } from '../keys.js';
 import { newOwnerToken, type LeaseDriver } from './lock-support.js';
 import { deserializeResumeState, isResumeState, isSerializedResumeState, serializeResumeState } from './resume-state.js';
 import { assertExpectedVersion, assertOptionsObject, assertValidPrefix, isStorableTime, pageSizeOf } from './options.js';
@@ -88,7 +88,7 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
 
   save(id: string, snapshot: TSnapshot | ResumeState, options?: SnapshotSaveOptions): Promise<void> {
     return this.call('snapshots.save', async () => {
-      assertValidKey(id, 'snapshot id');
+      id = snapshotKey(id, 'snapshot id');
       const document = encodeSnapshot(snapshot);
       assertOptionsObject(options, 'save options');
       const expected = options?.expectedVersion;
@@ -105,7 +105,7 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
 
   loadVersioned(id: string): Promise<VersionedSnapshot<TSnapshot> | null> {
     return this.call('snapshots.load', async () => {
-      assertValidKey(id, 'snapshot id');
+      id = snapshotKey(id, 'snapshot id');
       const stored = await this._load(id);
       if (stored === null) return null;
       const document = typeof stored.document === 'string' ? decodeValue(jsonCodec, stored.document, `snapshot "${id}"`) : stored.document;
@@ -124,7 +124,7 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
 
   delete(id: string): Promise<void> {
     return this.call('snapshots.delete', () => {
-      assertValidKey(id, 'snapshot id');
+      id = snapshotKey(id, 'snapshot id');
       return this._delete(id);
     }, id);
   }
@@ -157,19 +157,19 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
     return {
       tryAcquire: (id, options) =>
         this.call('snapshots.tryAcquire', async () => {
-          assertValidKey(id, 'workflow id');
+          id = snapshotKey(id, 'workflow id');
           const ownerToken = newOwnerToken();
           return (await leases.acquire(leaseKey(id), ownerToken, ttlOf(options))) === null ? null : { ownerToken };
         }, id),
       release: (id, ownerToken) =>
         this.call('snapshots.release', async () => {
-          assertValidKey(id, 'workflow id');
+          id = snapshotKey(id, 'workflow id');
           assertValidOwner(ownerToken, 'ownerToken');
           await leases.release(leaseKey(id), ownerToken);
         }, id),
       renew: (id, ownerToken, options) =>
         this.call('snapshots.renew', async () => {
-          assertValidKey(id, 'workflow id');
+          id = snapshotKey(id, 'workflow id');
           assertValidOwner(ownerToken, 'ownerToken');
           return (await leases.extend(leaseKey(id), ownerToken, ttlOf(options))) !== null;
         }, id),
@@ -214,14 +214,27 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
 }
 
 /**
- * JSON text of a snapshot; `E_INVALID_VALUE` unless it is a plain object strict JSON keeps
- * exactly. An awaitly `ResumeState` is stored in awaitly's JSON form.
+ * JSON text of a snapshot, as awaitly's own adapters store it: `JSON.stringify` (see
+ * {@link stringifyLikeJson}: a step that returned `undefined`, an object with an `undefined`
+ * member, a `Date` or `NaN` is saved, as JSON keeps it), never refused for what is inside.
+ * awaitly's `durable.run` swallows a failed save (`persist_error`), so a refusal here would
+ * silently re-run completed steps after a crash. An awaitly `ResumeState` is stored in
+ * awaitly's JSON form. Only a snapshot that is not an object is `E_INVALID_VALUE`.
  */
 export function encodeSnapshot(snapshot: unknown): string {
   if (snapshot === null || typeof snapshot !== 'object' || Array.isArray(snapshot)) {
     throw new StowageError('E_INVALID_VALUE', `snapshot must be an object, got ${describeType(snapshot)}`);
   }
-  return jsonCodec.encode(isResumeState(snapshot) ? serializeResumeState(snapshot) : snapshot);
+  let text: string | undefined;
+  try {
+    text = stringifyLikeJson(isResumeState(snapshot) ? serializeResumeState(snapshot) : snapshot);
+  } catch (error) {
+    throw new StowageError('E_INVALID_VALUE', 'snapshot could not be encoded (a toJSON method threw)', { cause: error });
+  }
+  if (text === undefined || !text.startsWith('{')) {
+    throw new StowageError('E_INVALID_VALUE', 'snapshot must encode as a JSON object (its toJSON returned something else)');
+  }
+  return text;
 }
 
 /** Validated list options; every snapshot store uses these so they agree on limits and cursors. */
@@ -276,4 +289,16 @@ export function compareSnapshotItems(a: StoredSnapshotItem, b: StoredSnapshotIte
 /** True when `item` comes after `cursor` in list order. */
 export function isAfterCursor(item: StoredSnapshotItem, cursor: SnapshotCursor): boolean {
   return compareSnapshotItems(item, cursor) > 0;
+}
+
+/**
+ * A snapshot or workflow id as stored: awaitly's adapters take ids of any length (its
+ * `durable.run` keeps an idempotency record under `idem:<key>`) and awaitly swallows a failed
+ * save, so an id over 1024 bytes is stored in its fitted form (see `fitKey`) instead of being
+ * refused; anything else that is not a valid key is `E_INVALID_KEY`.
+ */
+function snapshotKey(id: unknown, what: string): string {
+  const key = fitKey(id);
+  assertValidKey(key, what);
+  return key;
 }

@@ -34,7 +34,7 @@ export interface LockHandle extends AsyncDisposable {
 export interface WithLockOptions {
   /** Lease length in milliseconds. */
   ttl: number;
-  /** Wait this long for the lock before rejecting with `E_TIMEOUT` (default 0). */
+  /** Wait this long for the lock before rejecting with `E_LOCK_BUSY` (default 0: one attempt, no waiting). */
   wait?: number;
   owner?: string;
   signal?: AbortSignal;
@@ -63,7 +63,7 @@ export interface LockProvider extends StowageResource {
   /**
    * Runs `fn` while holding the lock, extending the lease in the background. If the lease is
    * lost, `signal` aborts with an `E_LOCK_LOST` error and `withLock` rejects with it.
-   * Rejects with `E_TIMEOUT` when the lock was not acquired within `wait`.
+   * Rejects with `E_LOCK_BUSY` when another owner still holds the lock after `wait` ms (default 0).
    */
   withLock<T>(key: string, fn: (signal: AbortSignal, handle: LockHandle) => Promise<T>, options: WithLockOptions): Promise<T>;
 }

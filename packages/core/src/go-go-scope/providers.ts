@@ -5,6 +5,7 @@ import type { IdempotencyStore } from '../contracts/idempotency.js';
 import type { LockProvider } from '../contracts/locks.js';
 import { assertOptionsObject, assertValidPrefix } from '../adapter/options.js';
 import { richCodec, type Codec } from '../json.js';
+import { fitKey } from '../keys.js';
 import type {
   GoGoScopeCacheProvider,
   GoGoScopeCheckpointProvider,
@@ -42,7 +43,10 @@ export interface GoGoScopeProvidersOptions extends GoGoScopeOptions {
  *
  * - checkpoints: a missing one is `undefined` (not `null`), `save` takes any data type and
  *   replaces a checkpoint saved before under the same id or `(taskId, sequence)`;
- * - cache and idempotency: a ttl of 0 means no expiry;
+ * - cache and idempotency: a ttl of 0 means no expiry; keys longer than stowage's 1024 UTF-8
+ *   bytes (URLs as keys) are stored under a fixed-length form (see {@link fitKey});
+ * - cache, idempotency and lock: a fractional ttl (`1000.5`, computed) is rounded up to whole
+ *   milliseconds;
  * - cache values, idempotency results and checkpoint data go through `richCodec`, so the
  *   `[undefined, value]` tuple go-go-scope stores as a task's result, and Dates, come back as
  *   they were;
@@ -122,16 +126,25 @@ function prefixer(keyPrefix: string): (key: string) => string {
   return (key) => (typeof key === 'string' ? keyPrefix + key : key);
 }
 
+/**
+ * go-go-scope's adapters take fractional ttls (a computed `1000.5`); stowage's are whole
+ * milliseconds, so they are rounded up. Anything else reaches the store as it is, to be
+ * refused there.
+ */
+function wholeMs(ttl: number): number {
+  return typeof ttl === 'number' && ttl > 0 && Number.isFinite(ttl) ? Math.ceil(ttl) : ttl;
+}
+
 /** go-go-scope's adapters store a falsy ttl (0) without expiry; for stowage that is "no ttl given". */
 function ttlOf(ttl: number | undefined): number | undefined {
-  return ttl === 0 ? undefined : ttl;
+  return ttl === 0 || ttl === undefined ? undefined : wholeMs(ttl);
 }
 
 function lockProvider(locks: LockProvider, keyPrefix: string): GoGoScopeLockProvider {
   const key = prefixer(keyPrefix);
   return {
-    acquire: (name, ttl, owner) => locks.acquire(key(name), ttl, owner),
-    extend: (name, ttl, owner) => locks.extend(key(name), ttl, owner),
+    acquire: (name, ttl, owner) => locks.acquire(key(name), wholeMs(ttl), owner),
+    extend: (name, ttl, owner) => locks.extend(key(name), wholeMs(ttl), owner),
     forceRelease: (name) => locks.forceRelease(key(name)),
   };
 }
@@ -146,20 +159,21 @@ function circuitBreakerProvider(circuits: CircuitBreakerStore, keyPrefix: string
   };
 }
 
-/** The cache's prefix is its own namespace (set by the maker), so keys pass unchanged. */
+/** The cache's prefix is its own namespace (set by the maker), so keys are only fitted. */
 function cacheProvider(cache: CacheProvider): GoGoScopeCacheProvider {
   return {
-    get: (key) => cache.get(key),
-    set: (key, value, ttl) => cache.set(key, value, ttlOf(ttl)),
-    delete: (key) => cache.delete(key),
-    has: (key) => cache.has(key),
+    get: (key) => cache.get(fitKey(key)),
+    set: (key, value, ttl) => cache.set(fitKey(key), value, ttlOf(ttl)),
+    delete: (key) => cache.delete(fitKey(key)),
+    has: (key) => cache.has(fitKey(key)),
     clear: () => cache.clear(),
     keys: (pattern) => cache.keys(pattern),
   };
 }
 
 function idempotencyProvider(results: IdempotencyStore, keyPrefix: string): GoGoScopeIdempotencyProvider {
-  const key = prefixer(keyPrefix);
+  const prefixed = prefixer(keyPrefix);
+  const key = (name: string) => fitKey(prefixed(name));
   return {
     get: (name) => results.get(key(name)),
     set: (name, value, ttl) => results.set(key(name), value, ttlOf(ttl)),

@@ -25,9 +25,19 @@ export interface GoGoScopeCircuitBreakerProvider {
   setState(key: string, state: CircuitBreakerPersistedState): Promise<void>;
   recordFailure(key: string, maxFailures: number, options?: RecordFailureOptions): Promise<number>;
   recordSuccess(key: string): Promise<void>;
+  /**
+   * go-go-scope's optional push of state changes. Declared so that go-go-scope's own call,
+   * `circuitBreaker.subscribe?.(key, callback)`, type-checks on this type; stowage's providers
+   * leave it out (no store pushes circuit state), so go-go-scope reads `getState` instead.
+   */
+  subscribe?(key: string, callback: (state: CircuitBreakerPersistedState) => void): () => void;
 }
 
-/** go-go-scope's `CacheProvider`. A ttl of 0 means no expiry, as in go-go-scope's own adapters. */
+/**
+ * go-go-scope's `CacheProvider`. A ttl of 0 means no expiry and a fractional ttl is rounded up,
+ * as go-go-scope's own adapters take them; a key of more than 1024 UTF-8 bytes is stored (and
+ * listed by `keys()`) as its start, `'#'` and its SHA-256.
+ */
 export interface GoGoScopeCacheProvider {
   get<T>(key: string): Promise<T | null>;
   set<T>(key: string, value: T, ttl?: number): Promise<void>;
@@ -38,7 +48,11 @@ export interface GoGoScopeCacheProvider {
   keys(pattern?: string | RegExp): Promise<string[]>;
 }
 
-/** go-go-scope's `IdempotencyProvider`. A ttl of 0 means no expiry, as in go-go-scope's own adapters. */
+/**
+ * go-go-scope's `IdempotencyProvider`. A ttl of 0 means no expiry and a fractional ttl is
+ * rounded up, as go-go-scope's own adapters take them; a key (with `keyPrefix`) of more than
+ * 1024 UTF-8 bytes is stored as its start, `'#'` and its SHA-256.
+ */
 export interface GoGoScopeIdempotencyProvider {
   get<T>(key: string): Promise<IdempotencyRecord<T> | null>;
   set<T>(key: string, value: T, ttl?: number): Promise<void>;

@@ -57,7 +57,25 @@ const { version } = packageJson;
 /** Calls that renew a lease: one that returns `false` found the lease gone (`stowage.lease.lost`). */
 const LEASE_RENEWALS: ReadonlySet<string> = new Set(['locks.extend', 'snapshots.renew', 'process.extendLease']);
 
-/** The bucket boundaries OpenTelemetry's semantic conventions advise for `db.client.operation.duration` (seconds). */
+/**
+ * Outcomes a caller expects and handles (a compare-and-set that lost, a lock someone else holds):
+ * `error.type` says which, but the span is not an error span.
+ */
+const EXPECTED_OUTCOMES: ReadonlySet<string> = new Set(['E_VERSION_CONFLICT', 'E_LOCK_BUSY']);
+
+/**
+ * Runs a telemetry hook so that it can never throw into the application: a tracer, meter or
+ * exporter that fails costs the telemetry of that call, never the call.
+ */
+function safely<R>(hook: () => R, fallback: R): R {
+  try {
+    return hook();
+  } catch {
+    return fallback;
+  }
+}
+
+/** The bucket boundaries OpenTelemetry's semantic conventions advise for database operation durations (seconds). */
 const DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10];
 const BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024];
 
@@ -127,20 +145,26 @@ export class StowageInstrumentation {
     for (const [name, handler] of this.#handlers) unsubscribe(name, handler as (message: unknown) => void);
   }
 
-  /** Starts the call's span; returns the context the call runs in. */
-  readonly #onStart = (message: OperationMessage): Context => {
+  /** Starts the call's span; returns the context the call runs in (the caller's, if the tracer fails). */
+  readonly #onStart = (message: OperationMessage): Context => safely(() => this.#startSpan(message), context.active());
+
+  #startSpan(message: OperationMessage): Context {
     const { store, operation, key, batchSize } = message;
     const attributes: Attributes = { ...operationAttributes(store, operation), 'stowage.store': store.name };
     if (batchSize !== undefined) attributes['db.operation.batch.size'] = batchSize;
     if (key !== undefined && this.#config.includeKeys) attributes['stowage.key'] = key;
     const kind = store.system === 'memory' ? SpanKind.INTERNAL : SpanKind.CLIENT;
-    const span = this.#tracer.startSpan(operation, { kind, attributes });
+    // The semantic conventions' span name: "{db.operation.name} {db.collection.name}".
+    const name = store.collection === undefined ? operation : `${operation} ${store.collection}`;
+    const span = this.#tracer.startSpan(name, { kind, attributes });
     this.#calls.set(message, { span, started: performance.now() });
     return trace.setSpan(context.active(), span);
-  };
+  }
 
   /** Ends the call's span and records its duration, its error code, and a lost lease. */
-  readonly #onEnd = (message: OperationMessage): void => {
+  readonly #onEnd = (message: OperationMessage): void => safely(() => this.#endSpan(message), undefined);
+
+  #endSpan(message: OperationMessage): void {
     const call = this.#calls.get(message);
     if (call === undefined) return; // started before this instrumentation was enabled
     this.#calls.delete(message);
@@ -151,17 +175,20 @@ export class StowageInstrumentation {
       const errorType = errorTypeOf(message.error);
       attributes = { ...attributes, 'error.type': errorType };
       span.setAttribute('error.type', errorType);
+      const status = responseStatusCode(message.error);
+      if (status !== undefined) span.setAttribute('db.response.status_code', status);
       // The code only: a message may quote the key or the value.
-      span.setStatus({ code: SpanStatusCode.ERROR, message: errorType });
+      if (!EXPECTED_OUTCOMES.has(errorType)) span.setStatus({ code: SpanStatusCode.ERROR, message: errorType });
       instruments.errors.add(1, attributes);
     } else if (message.result === false && LEASE_RENEWALS.has(message.operation)) {
       instruments.leasesLost.add(1, attributes);
     }
     span.end();
     instruments.duration.record((performance.now() - started) / 1000, attributes);
-  };
+  }
 
-  readonly #handlers: ReadonlyArray<readonly [string, (message: never) => void]> = [
+  /** The metric handlers of the plain channels, each run {@link safely}. */
+  readonly #handlers: ReadonlyArray<readonly [string, (message: never) => void]> = guarded([
     [
       STOWAGE_CHANNELS.cacheLookup,
       ({ store, hit }: CacheLookupMessage) => (hit ? this.#instruments.cacheHits : this.#instruments.cacheMisses).add(1, storeAttributes(store)),
@@ -194,7 +221,11 @@ export class StowageInstrumentation {
         if (from !== null) items.add(-1, processAttributes(store, process, from));
       },
     ],
-  ];
+  ]);
+}
+
+function guarded(handlers: ReadonlyArray<readonly [string, (message: never) => void]>): ReadonlyArray<readonly [string, (message: never) => void]> {
+  return handlers.map(([name, handler]) => [name, (message: never) => safely(() => handler(message), undefined)] as const);
 }
 
 interface Instruments {
@@ -215,7 +246,9 @@ function createInstruments(meter: Meter): Instruments {
   const seconds = (name: string, description: string) =>
     meter.createHistogram(name, { unit: 's', description, advice: { explicitBucketBoundaries: DURATION_BUCKETS } });
   return {
-    duration: seconds('db.client.operation.duration', 'Duration of stowage store calls'),
+    // Not db.client.operation.duration: that is the drivers' name for one database round trip,
+    // and a stowage call may include several, a withLock body or a getOrSet loader.
+    duration: seconds('stowage.operation.duration', 'Duration of whole stowage store calls (withLock bodies and getOrSet loaders included)'),
     errors: meter.createCounter('stowage.operation.errors', { unit: '{error}', description: 'Store calls that failed, by StowageError code (error.type)' }),
     cacheHits: meter.createCounter('stowage.cache.hits', { unit: '{lookup}', description: 'Cache reads (get, getOrSet) that found a live entry' }),
     cacheMisses: meter.createCounter('stowage.cache.misses', { unit: '{lookup}', description: 'Cache reads (get, getOrSet) that found none' }),
@@ -250,7 +283,7 @@ function cachedAttributes(store: StoreIdentity, key: string, build: () => Attrib
 function storeAttributes(store: StoreIdentity): Attributes {
   return cachedAttributes(store, '', () => {
     const attributes: Attributes = {};
-    if (store.system !== undefined) attributes['db.system'] = store.system;
+    if (store.system !== undefined) attributes['db.system.name'] = store.system;
     if (store.collection !== undefined) attributes['db.collection.name'] = store.collection;
     return attributes;
   });
@@ -266,6 +299,16 @@ function processAttributes(store: StoreIdentity, process: string, state: string)
     'stowage.process.name': process,
     'stowage.process.state': state,
   }));
+}
+
+/**
+ * `db.response.status_code`: the database's own code for the failure, from the driver error
+ * kept as `cause` (a PostgreSQL SQLSTATE such as `40001`, a MongoDB error code such as `11000`).
+ */
+function responseStatusCode(error: unknown): string | undefined {
+  const code = (error as { cause?: { code?: unknown } } | null)?.cause?.code;
+  if (typeof code === 'number') return String(code);
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
 /** `error.type`: the StowageError code, else the error's class name. */

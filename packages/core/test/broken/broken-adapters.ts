@@ -11,7 +11,8 @@ import type { KeyValueStore } from '../../src/contracts/kv.js';
 import type { AcquireOptions, LockHandle, LockProvider } from '../../src/contracts/locks.js';
 import type { SnapshotSaveOptions, SnapshotStore } from '../../src/contracts/snapshots.js';
 import { escapeGlob } from '../../src/glob.js';
-import type { JsonObject } from '../../src/json.js';
+import { assertJsonValue, type JsonObject } from '../../src/json.js';
+import { isResumeState, serializeResumeState } from '../../src/adapter/resume-state.js';
 import type { ProcessBackend, TransitionRequest } from '../../src/contracts/process.js';
 import type { ConformanceAdapter, ConformanceContext } from '../../src/conformance/types.js';
 import { StowageError, isStowageError } from '../../src/errors.js';
@@ -292,6 +293,19 @@ export const BROKEN_VARIANTS = {
         delete: (id: string) => shared.delete(prefix + id),
         list: async (options?: { prefix?: string; limit?: number }) =>
           (await shared.list({ ...options, prefix: prefix + (options?.prefix ?? '') })).map((item) => ({ ...item, id: item.id.slice(prefix.length) })),
+      });
+    },
+  }),
+
+  /** Snapshots must be strict JSON: a void step's `{ ok: true, value: undefined }` is refused, which awaitly swallows. */
+  'snapshot-strict-json': (storage) => ({
+    snapshots: async ({ prefix }) => {
+      const store = memory<JsonObject>({ storage, prefix });
+      return override<SnapshotStore<JsonObject>>(store, {
+        save: async (id: string, snapshot: JsonObject, options?: SnapshotSaveOptions) => {
+          assertJsonValue(isResumeState(snapshot) ? serializeResumeState(snapshot) : snapshot, 'snapshot');
+          return store.save(id, snapshot, options);
+        },
       });
     },
   }),

@@ -1,6 +1,8 @@
 import { MeasuredClock, sleep } from '@stowage/core/adapter';
-import type { Db, Document, MongoClient } from 'mongodb';
+import type { Collection, Db, Document, MongoClient } from 'mongodb';
 import { isTransientError, isUnsupportedError } from '../errors.js';
+import { MAJORITY } from '../options.js';
+import { inNewTransaction } from '../transactions.js';
 import { ClassicDialect } from './classic.js';
 import type { MongoDialect, MongoDialectName, MongoDialectOption } from './dialect.js';
 import { PipelineDialect } from './pipeline.js';
@@ -87,7 +89,8 @@ export function serverFeatures(db: Db, probeCollection: string, option: MongoDia
 const NO_DOCUMENT = { _id: -1 };
 
 async function detect(db: Db, probeCollection: string, option: MongoDialectOption): Promise<ServerFeatures> {
-  const collection = db.collection<{ _id: number }>(probeCollection);
+  // The primary, whatever the client's read preference: the server the stores write to is the one probed.
+  const collection = db.collection<{ _id: number }>(probeCollection, { readPreference: 'primary' });
   const auto = option === 'auto';
   const strict = db.client.options.serverApi?.strict === true;
   const [hello, buildInfo, pipelineUpdates, exprReads, now] = await Promise.all([
@@ -99,7 +102,7 @@ async function detect(db: Db, probeCollection: string, option: MongoDialectOptio
     auto
       ? probe(() => collection.find({ ...NO_DOCUMENT, $expr: { $gt: [{ $ifNull: ['$expiresAt', '$$NOW'] }, '$$NOW'] } }).limit(1).toArray())
       : option === 'pipeline',
-    auto ? probeResult(() => db.aggregate([{ $documents: [{}] }, { $project: { _id: 0, now: '$$NOW' } }]).toArray()) : null,
+    auto ? probeResult(() => db.aggregate([{ $documents: [{}] }, { $project: { _id: 0, now: '$$NOW' } }], { readPreference: 'primary' }).toArray()) : null,
   ]);
   const nowIsDate = !auto || (Array.isArray(now) && now[0]?.now instanceof Date);
   const dialect: MongoDialectName = pipelineUpdates && exprReads && nowIsDate ? 'pipeline' : 'classic';
@@ -112,7 +115,7 @@ async function detect(db: Db, probeCollection: string, option: MongoDialectOptio
           if ((error as { code?: unknown }).code === 13) return false;
           throw error;
         }),
-        typeof hello.logicalSessionTimeoutMinutes === 'number' ? probe(() => emptyTransaction(db, probeCollection)) : false,
+        typeof hello.logicalSessionTimeoutMinutes === 'number' ? probe(() => emptyTransaction(db.client, collection)) : false,
       ])
     : [false, false];
 
@@ -174,16 +177,9 @@ async function openAndCloseChangeStream(db: Db, collection: string): Promise<voi
   if (id !== undefined && String(id) !== '0') await db.command({ killCursors: collection, cursors: [id] }).catch(() => undefined);
 }
 
-/** A transaction that reads nothing and commits. */
-async function emptyTransaction(db: Db, collection: string): Promise<void> {
-  const session = db.client.startSession();
-  try {
-    await session.withTransaction(async () => {
-      await db.collection<{ _id: number }>(collection).findOne(NO_DOCUMENT, { session });
-    });
-  } finally {
-    await session.endSession();
-  }
+/** A transaction that reads nothing and commits, begun as stowage begins its own (see `inNewTransaction`). */
+async function emptyTransaction(client: MongoClient, collection: Collection<{ _id: number }>): Promise<void> {
+  await inNewTransaction(client, MAJORITY, (session) => collection.findOne(NO_DOCUMENT, { session }));
 }
 
 function isFerretDbV1(buildInfo: Document): boolean {

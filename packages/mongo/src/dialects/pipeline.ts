@@ -322,13 +322,15 @@ export class PipelineDialect extends ServerClock implements MongoDialect {
   async insertVersion(collection: Collection<ProcessVersionDocument>, version: NewProcessVersion): Promise<ProcessVersionDocument | null> {
     const { _id, createdAt, ...fields } = version;
     const ifNew = (name: string, value: unknown) => ({ $cond: ['$_new', value, `$${name}`] });
+    // The filter names the shard key (`{ process, itemId }`: an upsert on a sharded collection
+    // must, before MongoDB 7.1), whose values an upsert starts from: `state` tells a new document.
     const set: Document = Object.fromEntries(Object.entries(fields).map(([name, value]) => [name, ifNew(name, literal(value))]));
     set.createdAt = ifNew('createdAt', createdAt === undefined ? NOW : literal(createdAt));
     set.at = ifNew('at', NOW);
     try {
       const result = await collection.findOneAndUpdate(
-        { _id },
-        [{ $set: { _new: { $eq: [{ $type: '$process' }, 'missing'] } } }, { $set: set }, { $unset: '_new' }],
+        { _id, process: version.process, itemId: version.itemId },
+        [{ $set: { _new: { $eq: [{ $type: '$state' }, 'missing'] } } }, { $set: set }, { $unset: '_new' }],
         { upsert: true, returnDocument: 'after', includeResultMetadata: true },
       );
       return result.lastErrorObject?.upserted === undefined ? null : result.value;

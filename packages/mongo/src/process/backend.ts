@@ -20,7 +20,7 @@ import { later, type MongoDialect, type MongoDialectName, type NewProcessVersion
 import { assertDocumentSize } from '../errors.js';
 import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
 import { deleteInBatches, retentionOf, sweepEvery } from '../retention.js';
-import { DEFAULT_COLLECTIONS, collectionSpec, processClaimsCollection, type MongoIndexSpec } from '../schema.js';
+import { DEFAULT_COLLECTIONS, collectionSpec, processClaimsCollection, type MongoIndexSpec, type MongoShardKey } from '../schema.js';
 import { claimWithTicket } from './claim-tickets.js';
 import { byVersion, toItem, toTransition, versionId, type ClaimTicketDocument, type ProcessVersionDocument, type VersionKey } from './documents.js';
 import { ChangeStreamFeed, PollingFeed, changeStreamSource } from './feeds.js';
@@ -59,16 +59,18 @@ export interface MongoProcessBackendOptions extends MongoStoreOptions {
 }
 
 /**
- * The collections and indexes the backend creates (for `autoCreate: false` and your own
+ * The collections, indexes and shard keys the backend uses (for `autoCreate: false` and your own
  * migrations). The claims collection is used only on servers without atomic updates.
  */
 export function processIndexSpec(collection: string = DEFAULT_PROCESS_COLLECTION): {
   collection: string;
   indexes: MongoIndexSpec[];
-  claims: { collection: string; indexes: MongoIndexSpec[] };
+  shardKey: MongoShardKey;
+  claims: { collection: string; indexes: MongoIndexSpec[]; shardKey: MongoShardKey };
 } {
+  const { indexes, shardKey } = collectionSpec('process', collection);
   const claims = collectionSpec('processClaims', processClaimsCollection(collection));
-  return { collection, indexes: collectionSpec('process', collection).indexes, claims: { collection: claims.collection, indexes: claims.indexes } };
+  return { collection, indexes, shardKey, claims: { collection: claims.collection, indexes: claims.indexes, shardKey: claims.shardKey } };
 }
 
 /** Creates a {@link ProcessBackend} on MongoDB. */

@@ -13,6 +13,19 @@ export interface FeedStream {
   close(): Promise<void>;
   /** True once the stream ended: closed, or invalidated by the server. */
   readonly closed: boolean;
+  /**
+   * Where the stream would resume now: the driver's post-batch resume token once the batch the
+   * last change came in is used up (or after a `tryNext` that found nothing), else that change's
+   * token. Ahead of the last matching change while other changes pass by, so a position saved from
+   * it does not fall out of the oplog while the feed's own changes are rare.
+   */
+  readonly resumeToken?: unknown;
+}
+
+/** The versions waiting in the state (a driver `FindCursor`): what a feed that had to start again at "now" returns first. */
+export interface WaitingCursor {
+  tryNext(): Promise<Document | null>;
+  close(): Promise<void>;
 }
 
 /** Where a change-stream feed comes from. */
@@ -21,6 +34,8 @@ export interface FeedSource {
   watch(resumeAfter: Document | null): FeedStream;
   /** The identity of the collection as it is now (its UUID), `null` when unknown (not created yet, or not listable). */
   incarnation(): Promise<string | null>;
+  /** The versions in the state nobody has claimed yet (`itemId`, `version`, `state`), oldest first. */
+  waiting(): WaitingCursor;
 }
 
 /** The change stream of one process collection's versions entering `state`. */
@@ -32,8 +47,14 @@ export function changeStreamSource(collection: Collection<ProcessVersionDocument
   ];
   return {
     watch: (resumeAfter) => collection.watch<ProcessVersionDocument>(pipeline, { maxAwaitTimeMS: 200, ...(resumeAfter ? { resumeAfter } : {}) }),
+    waiting: () =>
+      collection
+        .find({ process: processName, current: true, state, leaseUntil: null }, { projection: { itemId: 1, version: 1, state: 1 } })
+        .sort({ at: 1 }),
     incarnation: async () => {
-      const [info] = await db.listCollections({ name: collection.collectionName }).toArray();
+      // The primary's view, whatever the client's read preference (a role without the
+      // listCollections action gets `null`: a dropped and re-created collection goes unnoticed).
+      const [info] = await db.listCollections({ name: collection.collectionName }, { readPreference: 'primary' }).toArray();
       const uuid: unknown = (info as Document | undefined)?.info?.uuid;
       return uuid === undefined || uuid === null ? null : BSON.EJSON.stringify(uuid as Document);
     },
@@ -46,8 +67,10 @@ export function changeStreamSource(collection: Collection<ProcessVersionDocument
  *
  * The stream is reopened whenever it ends: after a resumable error (the driver's own resume
  * failed too) from the last change read; after anything else (history lost, a fatal error, an
- * invalidation by a drop or rename) at "now", and `resumed` turns false (the engine's recovery
- * scans find what waits). A saved position whose token the server no longer has, or that
+ * invalidation by a drop or rename) at "now", and `resumed` turns false. The engine scans what
+ * waits only when a feed opens without resuming, so a feed that starts again at "now" while
+ * running returns first the versions waiting in the state (see `FeedSource.waiting`): those
+ * inserted while no stream ran come out then, not at the next recovery scan. A saved position whose token the server no longer has, or that
  * names an earlier incarnation of the collection (dropped or renamed since: resuming would
  * replay into the invalidation at every restart), opens the stream at "now" with
  * `resumed: false`, and the engine scans what is waiting.
@@ -56,11 +79,18 @@ export class ChangeStreamFeed implements ProcessFeed {
   readonly durable = true;
   readonly #source: FeedSource;
   readonly #call: BackendCall;
-  readonly #buffered: Document[] = [];
+  /** A change read by `#start` (to see whether the stream opened), with where the stream stood after it. */
+  readonly #buffered: { change: Document; token: Document }[] = [];
   #stream: FeedStream | undefined;
   #incarnation: string | null;
-  /** The token of the last change read (or opened after): where a stream that died of a transient error resumes. */
+  /**
+   * Where the stream stood after the last change read (or after an idle read: the driver's
+   * post-batch resume token): where a stream that died of a transient error resumes, and the
+   * position of the changes read.
+   */
   #lastToken: Document | null = null;
+  /** After a start again at "now" while running: the waiting versions still to return, and the position they carry. */
+  #rescan: { cursor: WaitingCursor; position: string } | undefined;
   #resumed = false;
   #closed = false;
 
@@ -76,7 +106,8 @@ export class ChangeStreamFeed implements ProcessFeed {
   }
 
   static async open(source: FeedSource, position: string | null, call: BackendCall): Promise<ChangeStreamFeed> {
-    const saved = position === null ? null : parsePosition(position);
+    // '': no change had been read when the stream had to start again at "now" (see #restartAtNow).
+    const saved = position === null || position === '' ? null : parsePosition(position);
     const incarnation = await source.incarnation().catch(() => null);
     const sameCollection = saved !== null && (saved.incarnation === null || incarnation === null || saved.incarnation === incarnation);
     const feed = new ChangeStreamFeed(source, incarnation, call);
@@ -93,20 +124,16 @@ export class ChangeStreamFeed implements ProcessFeed {
     const deadline = performance.now() + wait;
     const changes: ProcessChange[] = [];
     while (changes.length < limit) {
-      let change: Document | null;
+      let next: ProcessChange | null;
       try {
-        change = this.#buffered.shift() ?? (await this.#call(() => this.#next()));
+        next = await this.#call(() => this.#nextChange());
       } catch (error) {
         if (changes.length === 0) throw error;
         break; // what was read is returned; the next read resumes after it
       }
       this.#assertOpen();
-      if (change) {
-        if (this.#incarnation === null) this.#incarnation = await this.#source.incarnation().catch(() => null);
-        const document = change.fullDocument as Pick<ProcessVersionDocument, 'itemId' | 'version' | 'state'>;
-        this.#lastToken = change._id as Document;
-        const position = encodePosition(this.#lastToken, this.#incarnation);
-        changes.push({ itemId: document.itemId, state: document.state, version: document.version, position });
+      if (next) {
+        changes.push(next);
         continue;
       }
       // tryNext waited up to maxAwaitTimeMS on the server; go on until something came or time is up.
@@ -115,8 +142,59 @@ export class ChangeStreamFeed implements ProcessFeed {
     return changes;
   }
 
+  /** The next change: a waiting version of a re-scan, a buffered change, or the stream's next; `null` when none came. */
+  async #nextChange(): Promise<ProcessChange | null> {
+    const waiting = await this.#nextWaiting();
+    if (waiting) return waiting;
+    const read = this.#buffered.shift() ?? (await this.#next());
+    if (!read) return this.#rescan ? this.#nextChange() : null; // the stream just started again: the waiting versions first
+    if (this.#incarnation === null) this.#incarnation = await this.#source.incarnation().catch(() => null);
+    const document = read.change.fullDocument as Pick<ProcessVersionDocument, 'itemId' | 'version' | 'state'>;
+    this.#lastToken = read.token;
+    return { itemId: document.itemId, state: document.state, version: document.version, position: encodePosition(read.token, this.#incarnation) };
+  }
+
+  /** The next version of a re-scan, or `null` when there is none (left) to return. */
+  async #nextWaiting(): Promise<ProcessChange | null> {
+    const rescan = this.#rescan;
+    if (!rescan) return null;
+    let document: Document | null;
+    try {
+      document = await rescan.cursor.tryNext();
+    } catch (error) {
+      this.#stopRescan(); // the engine's recovery scans find the rest
+      throw error;
+    }
+    if (document === null) {
+      this.#stopRescan();
+      return null;
+    }
+    return { itemId: document.itemId as string, state: document.state as string, version: document.version as number, position: rescan.position };
+  }
+
+  #stopRescan(): void {
+    void this.#rescan?.cursor.close().catch(() => undefined);
+    this.#rescan = undefined;
+  }
+
+  /**
+   * Starts the stream again at "now" while running, and has the versions waiting in the state
+   * returned first. They carry the position of the last change read before (or none, `''`): a
+   * worker that saves it and restarts resumes there, or, when that token is gone too, starts at
+   * "now" and scans what waits.
+   */
+  async #restartAtNow(): Promise<void> {
+    const position = this.#lastToken === null ? '' : encodePosition(this.#lastToken, this.#incarnation);
+    this.#lastToken = null;
+    this.#incarnation = await this.#source.incarnation().catch(() => null);
+    this.#stopRescan();
+    this.#rescan = { cursor: this.#source.waiting(), position };
+    await this.#start(null);
+  }
+
   async close(): Promise<void> {
     this.#closed = true;
+    this.#stopRescan();
     await this.#stream?.close().catch(() => undefined);
   }
 
@@ -141,11 +219,11 @@ export class ChangeStreamFeed implements ProcessFeed {
       if (token === null) throw new StowageError('E_UNAVAILABLE', 'the process collection\'s change stream ended as it opened');
       return this.#start(null);
     }
-    if (first) this.#buffered.push(first);
+    if (first) this.#buffered.push({ change: first, token: tokenAfter(this.#stream, first) });
   }
 
-  /** The next change, or `null`; a stream that ended is started again (see the class). */
-  async #next(): Promise<Document | null> {
+  /** The next change and where the stream stood after it, or `null`; a stream that ended is started again (see the class). */
+  async #next(): Promise<{ change: Document; token: Document } | null> {
     if (!this.#stream) {
       await this.#start(this.#lastToken); // after a transient error
       if (this.#buffered.length > 0) return this.#buffered.shift()!;
@@ -159,23 +237,31 @@ export class ChangeStreamFeed implements ProcessFeed {
       this.#stream = undefined;
       if (this.#closed) throw error;
       if (isTransientError(error)) throw error; // the next read resumes after the last change read
-      this.#lastToken = null;
-      await this.#start(null);
-      return this.#buffered.shift() ?? null;
+      await this.#restartAtNow();
+      return null;
     }
     if (isInvalidation(change) || (change === null && stream.closed && !this.#closed)) {
       await stream.close().catch(() => undefined);
-      this.#lastToken = null;
-      this.#incarnation = await this.#source.incarnation().catch(() => null);
-      await this.#start(null);
-      return this.#buffered.shift() ?? null;
+      await this.#restartAtNow();
+      return null;
     }
-    return change;
+    if (change === null) {
+      // Idle: the post-batch resume token moved on with the oplog; a transient error resumes from there.
+      const token = stream.resumeToken as Document | null | undefined;
+      if (token) this.#lastToken = token;
+      return null;
+    }
+    return { change, token: tokenAfter(stream, change) };
   }
 
   #assertOpen(): void {
     if (this.#closed) throw new StowageError('E_CLOSED', 'MongoProcessBackend feed is closed');
   }
+}
+
+/** Where `stream` stands after it returned `change` (see `FeedStream.resumeToken`). */
+function tokenAfter(stream: FeedStream, change: Document): Document {
+  return ((stream.resumeToken as Document | null | undefined) ?? change._id) as Document;
 }
 
 function isInvalidation(change: Document | null): boolean {

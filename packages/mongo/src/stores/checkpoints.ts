@@ -87,16 +87,19 @@ export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase
   }
 
   /**
-   * `onDuplicate: 'replace'` (go-go-scope re-saves a checkpoint): another checkpoint of the same
-   * `(taskId, sequence)` gives way (the unique index holds one), then this id is written over.
+   * `onDuplicate: 'replace'` (go-go-scope re-saves a checkpoint): what stands in its way gives
+   * way — another checkpoint of the same `(taskId, sequence)` (the unique index holds one), this
+   * id under another task — then this id is written over by an upsert on `{ _id, taskId }` (an
+   * upsert on a collection sharded on `{ taskId: 1 }` must name the shard key, before MongoDB 7.1).
    */
   protected override async _replace(checkpoint: StoredCheckpoint): Promise<void> {
     const collection = await this.#collection();
     const { id, ...fields } = checkpoint;
     const document: CheckpointDocument = { _id: id, ...fields };
     assertDocumentSize(document, 'the checkpoint');
-    await collection.deleteMany({ taskId: fields.taskId, sequence: fields.sequence, _id: { $ne: id } });
-    await collection.replaceOne({ _id: id }, document, { upsert: true });
+    const { taskId, sequence } = fields;
+    await collection.deleteMany({ $or: [{ taskId, sequence, _id: { $ne: id } }, { _id: id, taskId: { $ne: taskId } }] });
+    await collection.replaceOne({ _id: id, taskId }, document, { upsert: true });
   }
 
   protected async _load(id: string): Promise<StoredCheckpoint | null> {

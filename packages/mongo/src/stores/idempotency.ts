@@ -65,10 +65,14 @@ export class MongoIdempotencyStore extends IdempotencyStoreBase {
     return this.#connection.transaction(fn);
   }
 
-  /** A live record with a value: a completed result (an in-flight claim has none). */
+  /**
+   * A live record with a value: a completed result (an in-flight claim has none). Read with
+   * majority read concern: a result the caller acts on ("already done") is one a failover
+   * cannot roll back (a local read could return a `complete()` still waiting for its majority).
+   */
   protected async _get(key: string): Promise<StoredResult | null> {
     const { collection, dialect } = await this.#use();
-    const document = await readLive(collection, dialect, key, { status: 1, value: 1 });
+    const document = await readLive(collection, dialect, key, { status: 1, value: 1 }, MAJORITY_READ);
     return document?.status === 'completed' ? result(document) : null;
   }
 
@@ -123,6 +127,8 @@ export class MongoIdempotencyStore extends IdempotencyStoreBase {
     return { collection: ready.collection<IdempotencyDocument>('idempotency'), dialect: ready.dialect };
   }
 }
+
+const MAJORITY_READ = { level: 'majority' } as const;
 
 /** The fields of an in-flight claim, removed when the record becomes a result. */
 const CLAIM_FIELDS = ['token', 'leaseUntil'] as const;

@@ -1,5 +1,5 @@
 import { escapeRegex, type Glob } from '@stowage/core/adapter';
-import type { ClientSession, Collection, Document, Filter, UpdateResult } from 'mongodb';
+import type { ClientSession, Collection, Document, Filter, ReadConcernLike, UpdateResult } from 'mongodb';
 import type { MongoDialect, ValueWrite } from '../dialects/dialect.js';
 import type { KeyValueDocument } from '../documents.js';
 import { isDuplicateKeyError } from '../errors.js';
@@ -9,15 +9,16 @@ import { isDuplicateKeyError } from '../errors.js';
  * reads, compare-and-set, `_id`s of namespaces, and listings by glob.
  */
 
-/** The document with this `_id` if it is live, else `null` (projection: inclusion). */
+/** The document with this `_id` if it is live, else `null` (projection: inclusion; `readConcern` outside a transaction). */
 export async function readLive<TDocument extends Document>(
   collection: Collection<TDocument>,
   dialect: MongoDialect,
   _id: string,
   projection: Document,
+  readConcern?: ReadConcernLike,
 ): Promise<TDocument | null> {
   const read = dialect.readValue(_id, projection);
-  const document = await collection.findOne(read.filter as Filter<TDocument>, { projection: read.projection });
+  const document = await collection.findOne(read.filter as Filter<TDocument>, { projection: read.projection, ...(readConcern && { readConcern }) });
   return document !== null && read.isLive(document) ? (document as TDocument) : null;
 }
 

@@ -70,7 +70,7 @@ export function createPostgresProcessBackend(options: PostgresProcessBackendOpti
 /**
  * {@link ProcessBackend} on PostgreSQL: the transition log is the change feed, its
  * "xid:seq" the resume token, LISTEN/NOTIFY the wake-up (polling when LISTEN is unavailable).
- * Leases and timestamps use the server's clock (`now()`). Each operation is one statement.
+ * Leases and timestamps use the server's clock (`statement_timestamp()`, see sql.ts). Each operation is one statement.
  */
 export class PostgresProcessBackend extends ProcessBackendBase {
   readonly #db: StoreDatabase;
@@ -113,7 +113,7 @@ export class PostgresProcessBackend extends ProcessBackendBase {
     return this.call('process.clearHistory', async () => {
       const retention = this.#historyRetention;
       if (retention === undefined) throw new StowageError('E_INVALID_OPTION', 'clearHistory needs the historyRetention option');
-      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearHistory, [retention]));
+      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearHistory, [retention]), this.closeSignal);
     });
   }
 

@@ -62,14 +62,14 @@ export function processStatements(items: string, transitions: string) {
       ORDER BY l.xid, l.seq LIMIT $5`,
     findClaimable: `SELECT id, state, version FROM ${items}
       WHERE process = $1 AND state = $2
-        AND (lease_until <= now() OR (lease_owner IS NULL AND ($3 OR updated_at <= now() - ${msInterval('$5')})))
+        AND (lease_until <= statement_timestamp() OR (lease_owner IS NULL AND ($3 OR updated_at <= statement_timestamp() - ${msInterval('$5')})))
       ORDER BY lease_until NULLS FIRST, id LIMIT $4`,
-    claim: `UPDATE ${items} SET lease_owner = $5, lease_until = now() + ${msInterval('$6')}, attempts = attempts + 1
-      WHERE process = $1 AND id = $2 AND state = $3 AND version = $4 AND (lease_until IS NULL OR lease_until <= now())
+    claim: `UPDATE ${items} SET lease_owner = $5, lease_until = statement_timestamp() + ${msInterval('$6')}, attempts = attempts + 1
+      WHERE process = $1 AND id = $2 AND state = $3 AND version = $4 AND (lease_until IS NULL OR lease_until <= statement_timestamp())
       RETURNING ${itemColumns}`,
-    extendLease: `UPDATE ${items} SET lease_until = now() + ${msInterval('$5')}
+    extendLease: `UPDATE ${items} SET lease_until = statement_timestamp() + ${msInterval('$5')}
       WHERE process = $1 AND id = $2 AND version = $3 AND lease_owner = $4`,
-    release: `UPDATE ${items} SET lease_until = now() + ${msInterval('$5')},
+    release: `UPDATE ${items} SET lease_until = statement_timestamp() + ${msInterval('$5')},
         attempts = CASE WHEN $6 THEN greatest(attempts - 1, 0) ELSE attempts END,
         last_error = coalesce($7, last_error)
       WHERE process = $1 AND id = $2 AND version = $3 AND lease_owner = $4`,
@@ -77,7 +77,7 @@ export function processStatements(items: string, transitions: string) {
     // statement so that they commit together.
     transition: `WITH moved AS (
         UPDATE ${items} SET state = $5, version = version + 1, attempts = 0, lease_owner = NULL, lease_until = NULL,
-          updated_at = now(), last_error = $8, data = coalesce($6::json, data)
+          updated_at = statement_timestamp(), last_error = $8, data = coalesce($6::json, data)
         WHERE process = $1 AND id = $2 AND state = $3 AND version = $4
         RETURNING *
       ), logged AS (
@@ -87,6 +87,6 @@ export function processStatements(items: string, transitions: string) {
       SELECT pg_notify($10, $11)::text AS notified, ${itemColumns} FROM moved`,
     // historyRetention: log rows recorded more than $1 ms ago, a batch at a time on the `at`
     // index. The log is append-only: no row lock (it would need UPDATE, see grantsSql).
-    clearHistory: clearExpiredBatchSql(transitions, `at < now() - ${msInterval('$1')}`, { appendOnly: true }),
+    clearHistory: clearExpiredBatchSql(transitions, `at < statement_timestamp() - ${msInterval('$1')}`, { appendOnly: true }),
   };
 }

@@ -1,10 +1,9 @@
 import type { Capabilities, JsonValue } from '@stowage/core';
 import { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from '@stowage/core/adapter';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
-import { UNIQUE_VIOLATION, sqlState, toStowageError } from '../errors.js';
+import { toStowageError } from '../errors.js';
 import { decodeText, encodeText } from '../key-encoding.js';
 import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
-import { CHECKPOINT_SEQUENCE_CONSTRAINT } from '../schema.js';
 import { epochMs, timestampFromMs } from '../sql.js';
 
 export interface PostgresCheckpointStoreOptions extends PostgresStoreOptions, CheckpointStoreBaseOptions {}
@@ -22,7 +21,7 @@ interface CheckpointRow {
 /**
  * {@link CheckpointStore} on one table (default `stowage_checkpoints`): `id` is the primary
  * key and `(task_id, sequence)` is unique, so saving either twice is `E_VERSION_CONFLICT`
- * and never overwrites (with `onDuplicate: 'replace'`, as go-go-scope needs, it overwrites).
+ * (which leaves a caller's transaction usable) and never overwrites (with `onDuplicate: 'replace'`, as go-go-scope needs, it overwrites).
  * `data` is the codec's text (strict JSON by default) in a `text` column.
  */
 export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreBase<TData> {
@@ -31,8 +30,6 @@ export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreB
   /** The options the store was created with: its views inside transactions are created from them. */
   readonly #options: object;
   readonly #sql: ReturnType<typeof checkpointStatements>;
-  /** The name of the `(task_id, sequence)` constraint, which tells a sequence conflict from an id conflict. */
-  readonly #sequenceConstraint: string;
 
   constructor(options: PostgresCheckpointStoreOptions | string) {
     const { options: given, settings } = postgresSettings(options);
@@ -41,7 +38,6 @@ export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreB
     this.#options = given;
     this.#db = storeDatabase(given, settings, [['checkpoints', table]]);
     this.#sql = checkpointStatements(table.sql);
-    this.#sequenceConstraint = table.derivedName(CHECKPOINT_SEQUENCE_CONSTRAINT);
   }
 
   /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */
@@ -61,13 +57,10 @@ export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreB
 
   protected async _save(checkpoint: StoredCheckpoint): Promise<'saved' | 'id-exists' | 'sequence-exists'> {
     const { id, taskId, sequence, timestamp, progress, data, estimatedTimeRemaining } = checkpoint;
-    try {
-      await this.#db.run(this.#sql.save, [encodeText(id), encodeText(taskId), sequence, timestamp, progress, encodeText(data), estimatedTimeRemaining ?? null]);
-      return 'saved';
-    } catch (error) {
-      if (sqlState(error) !== UNIQUE_VIOLATION) throw error;
-      return (error as { constraint?: string }).constraint === this.#sequenceConstraint ? 'sequence-exists' : 'id-exists';
-    }
+    const { rows } = await this.#db.run(this.#sql.save, [encodeText(id), encodeText(taskId), sequence, timestamp, progress, encodeText(data), estimatedTimeRemaining ?? null]);
+    const { saved, id_exists: idExists } = rows[0] as { saved: boolean; id_exists: boolean };
+    if (saved) return 'saved';
+    return idExists ? 'id-exists' : 'sequence-exists';
   }
 
   protected override async _replace(checkpoint: StoredCheckpoint): Promise<void> {
@@ -113,8 +106,15 @@ export function checkpointStatements(table: string) {
   const select = `SELECT id, task_id, sequence, ${epochMs('"timestamp"')} AS "timestamp", progress, data::text AS data,
       estimated_time_remaining FROM ${table}`;
   return {
-    save: `INSERT INTO ${table} (id, task_id, sequence, "timestamp", progress, data, estimated_time_remaining)
-      VALUES ($1, $2, $3, ${timestampFromMs('$4')}, $5, $6, $7)`,
+    // A duplicate id or (task, sequence) inserts nothing and says which it met, without raising
+    // a unique violation: inside the caller's transaction (a view) that error would abort the
+    // whole transaction, and its COMMIT would silently roll back.
+    save: `WITH inserted AS (
+        INSERT INTO ${table} (id, task_id, sequence, "timestamp", progress, data, estimated_time_remaining)
+        VALUES ($1, $2, $3, ${timestampFromMs('$4')}, $5, $6, $7)
+        ON CONFLICT DO NOTHING RETURNING 1
+      )
+      SELECT EXISTS (SELECT 1 FROM inserted) AS saved, EXISTS (SELECT 1 FROM ${table} WHERE id = $1) AS id_exists`,
     // onDuplicate: 'replace' (go-go-scope re-saves a checkpoint), in one statement: the row of
     // this (task, sequence) takes the new id and fields; without one, the row of this id is
     // inserted or overwritten.

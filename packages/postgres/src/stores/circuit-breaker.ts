@@ -81,16 +81,16 @@ export class PostgresCircuitBreakerStore extends CircuitBreakerStoreBase {
 
 /** The statements of a circuit-breaker table, built once (see `keyValueStatements` in kv.ts). */
 export function circuitStatements(table: string) {
-  const openUntil = `now() + ${msInterval('$3')}`;
+  const openUntil = `statement_timestamp() + ${msInterval('$3')}`;
   return {
-    getState: `SELECT CASE WHEN state = 'open' AND open_until <= now() THEN 'half-open' ELSE state END AS state,
+    getState: `SELECT CASE WHEN state = 'open' AND open_until <= statement_timestamp() THEN 'half-open' ELSE state END AS state,
         failure_count,
         ${epochMs('last_failure_time')} AS last_failure_time,
         ${epochMs('last_success_time')} AS last_success_time,
         ${epochMs('open_until')} AS open_until
       FROM ${table} WHERE key = $1`,
     setState: `INSERT INTO ${table} AS c (key, state, failure_count, last_failure_time, last_success_time, open_until, updated_at)
-      VALUES ($1, $2, $3, ${timestampFromMs('$4')}, ${timestampFromMs('$5')}, ${timestampFromMs('$6')}, now())
+      VALUES ($1, $2, $3, ${timestampFromMs('$4')}, ${timestampFromMs('$5')}, ${timestampFromMs('$6')}, statement_timestamp())
       ON CONFLICT (key) DO UPDATE SET state = EXCLUDED.state, failure_count = EXCLUDED.failure_count,
         last_failure_time = EXCLUDED.last_failure_time, last_success_time = EXCLUDED.last_success_time,
         open_until = EXCLUDED.open_until, updated_at = EXCLUDED.updated_at`,
@@ -98,21 +98,21 @@ export function circuitStatements(table: string) {
     // `maxFailures` opens the circuit (and starts the cool-down); a failure while it reads
     // half-open opens it again.
     recordFailure: `INSERT INTO ${table} AS c (key, state, failure_count, last_failure_time, open_until, updated_at)
-      VALUES ($1, CASE WHEN 1 >= $2::int THEN 'open' ELSE 'closed' END, 1, now(),
-              CASE WHEN 1 >= $2::int THEN ${openUntil} END, now())
+      VALUES ($1, CASE WHEN 1 >= $2::int THEN 'open' ELSE 'closed' END, 1, statement_timestamp(),
+              CASE WHEN 1 >= $2::int THEN ${openUntil} END, statement_timestamp())
       ON CONFLICT (key) DO UPDATE SET
         failure_count = c.failure_count + 1,
-        last_failure_time = now(),
-        updated_at = now(),
+        last_failure_time = statement_timestamp(),
+        updated_at = statement_timestamp(),
         state = CASE WHEN c.failure_count + 1 >= $2::int THEN 'open' ELSE c.state END,
         open_until = CASE
-          WHEN c.failure_count + 1 >= $2::int AND (c.state <> 'open' OR c.open_until <= now()) THEN ${openUntil}
+          WHEN c.failure_count + 1 >= $2::int AND (c.state <> 'open' OR c.open_until <= statement_timestamp()) THEN ${openUntil}
           ELSE c.open_until END
       RETURNING failure_count`,
     recordSuccess: `INSERT INTO ${table} AS c (key, state, failure_count, last_success_time, updated_at)
-      VALUES ($1, 'closed', 0, now(), now())
-      ON CONFLICT (key) DO UPDATE SET state = 'closed', failure_count = 0, last_success_time = now(),
-        open_until = NULL, updated_at = now()`,
+      VALUES ($1, 'closed', 0, statement_timestamp(), statement_timestamp())
+      ON CONFLICT (key) DO UPDATE SET state = 'closed', failure_count = 0, last_success_time = statement_timestamp(),
+        open_until = NULL, updated_at = statement_timestamp()`,
     delete: `DELETE FROM ${table} WHERE key = $1`,
   };
 }

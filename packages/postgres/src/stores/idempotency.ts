@@ -1,5 +1,5 @@
 import type { Capabilities } from '@stowage/core';
-import { IdempotencyStoreBase, type IdempotencyStoreBaseOptions, type StoredReservation, type StoredResult } from '@stowage/core/adapter';
+import { IdempotencyStoreBase, type IdempotencyStoreBaseOptions, type RunClaim, type StoredReservation, type StoredResult } from '@stowage/core/adapter';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase, type TransactionClient } from '../database.js';
 import { toStowageError } from '../errors.js';
 import { decodeText, encodeText } from '../key-encoding.js';
@@ -20,6 +20,8 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
   /** The options the store was created with: its views inside transactions are created from them. */
   readonly #options: object;
   readonly #sql: ReturnType<typeof idempotencyStatements>;
+  /** The advisory lock space of this table's `runOnce` claims (see `_claimRun`). */
+  readonly #runLockSpace: string;
 
   constructor(options: PostgresIdempotencyStoreOptions | string) {
     const { options: given, settings } = postgresSettings(options);
@@ -28,6 +30,7 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
     this.#options = given;
     this.#db = storeDatabase(given, settings, [['idempotency', table]]);
     this.#sql = idempotencyStatements(table.sql);
+    this.#runLockSpace = `stowage runOnce ${table.sql}`;
     this.#db.sweep(table, { key: 'idempotency:expired', run: () => this.clearExpired() });
   }
 
@@ -52,7 +55,7 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
 
   /** Deletes expired results and abandoned claims, in batches (see `clearExpiredBatchSql`); returns how many. */
   clearExpired(): Promise<number> {
-    return this.call('idempotency.clearExpired', () => clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired)));
+    return this.call('idempotency.clearExpired', () => clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired), this.closeSignal));
   }
 
   protected async _get(key: string): Promise<StoredResult | null> {
@@ -81,6 +84,21 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
     return rowCount === 1;
   }
 
+  /**
+   * `runOnce`'s claim of `key`: a transaction-scoped advisory lock, tried without waiting. A
+   * runner that found the key's row locked by another transaction would wait for it holding
+   * its pooled connection; many of them take every connection of the pool, and the running
+   * `fn`'s own calls on that pool then wait forever. The same statement reads a completed
+   * result, so the runners that come after the commit need no claim of their own. Hash
+   * collisions only make a runner pause.
+   */
+  protected override async _claimRun(key: string): Promise<RunClaim> {
+    const { rows } = await this.#db.run(this.#sql.claimRun, [this.#runLockSpace, encodeText(key)]);
+    const row = rows[0];
+    if (row.value !== null) return { status: 'completed', ...toResult(row) };
+    return { status: row.claimed === true ? 'claimed' : 'busy' };
+  }
+
   protected async _fail(key: string, token: string): Promise<boolean> {
     const { rowCount } = await this.#db.run(this.#sql.fail, [encodeText(key), token]);
     return rowCount === 1;
@@ -101,12 +119,12 @@ function toResult(row: { value: string; expires_at: number | null }): StoredResu
 
 /** The statements of an idempotency table, built once (see `keyValueStatements` in kv.ts). */
 export function idempotencyStatements(table: string) {
-  const expired = `i.expires_at <= now()`;
+  const expired = `i.expires_at <= statement_timestamp()`;
   return {
     get: `SELECT value, ${epochMs('expires_at')} AS expires_at FROM ${table}
       WHERE key = $1 AND status = 'completed' AND ${LIVE}`,
     set: `INSERT INTO ${table} (key, status, token, value, updated_at, expires_at)
-      VALUES ($1, 'completed', NULL, $2, now(), now() + ${msInterval('$3')})
+      VALUES ($1, 'completed', NULL, $2, statement_timestamp(), statement_timestamp() + ${msInterval('$3')})
       ON CONFLICT (key) DO UPDATE SET status = 'completed', token = NULL, value = EXCLUDED.value,
         updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at`,
     delete: `DELETE FROM ${table} WHERE key = $1`,
@@ -114,7 +132,7 @@ export function idempotencyStatements(table: string) {
     // (an update to itself, which takes the row lock and so returns the latest committed
     // version even under contention).
     reserve: `INSERT INTO ${table} AS i (key, status, token, value, updated_at, expires_at)
-      VALUES ($1, 'in-flight', $2, NULL, now(), now() + ${msInterval('$3')})
+      VALUES ($1, 'in-flight', $2, NULL, statement_timestamp(), statement_timestamp() + ${msInterval('$3')})
       ON CONFLICT (key) DO UPDATE SET
         status = CASE WHEN ${expired} THEN EXCLUDED.status ELSE i.status END,
         token = CASE WHEN ${expired} THEN EXCLUDED.token ELSE i.token END,
@@ -122,10 +140,12 @@ export function idempotencyStatements(table: string) {
         updated_at = CASE WHEN ${expired} THEN EXCLUDED.updated_at ELSE i.updated_at END,
         expires_at = CASE WHEN ${expired} THEN EXCLUDED.expires_at ELSE i.expires_at END
       RETURNING status, token IS NOT DISTINCT FROM $2 AS acquired, value, ${epochMs('expires_at')} AS expires_at`,
-    complete: `UPDATE ${table} SET status = 'completed', token = NULL, value = $3, updated_at = now(),
-        expires_at = now() + ${msInterval('$4')}
+    complete: `UPDATE ${table} SET status = 'completed', token = NULL, value = $3, updated_at = statement_timestamp(),
+        expires_at = statement_timestamp() + ${msInterval('$4')}
       WHERE key = $1 AND token = $2 AND status = 'in-flight'`,
     fail: `DELETE FROM ${table} WHERE key = $1 AND token = $2 AND status = 'in-flight'`,
-    clearExpired: clearExpiredBatchSql(table, 'expires_at <= now()'),
+    claimRun: `SELECT pg_try_advisory_xact_lock(hashtext($1), hashtext($2)) AS claimed, r.value, ${epochMs('r.expires_at')} AS expires_at
+      FROM (SELECT 1) AS one LEFT JOIN ${table} AS r ON r.key = $2 AND r.status = 'completed' AND ${LIVE}`,
+    clearExpired: clearExpiredBatchSql(table, 'expires_at <= statement_timestamp()'),
   };
 }

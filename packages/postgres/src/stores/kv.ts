@@ -3,7 +3,7 @@ import { KeyValueStoreBase, type Glob, type KeyValueStoreBaseOptions, type KeyVa
 import { plannedEachCall } from '../connection.js';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
 import { toStowageError } from '../errors.js';
-import { decodeText, encodeText } from '../key-encoding.js';
+import { decodeText, encodeText, valuesInOrder } from '../key-encoding.js';
 import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
 import type { TableName } from '../schema.js';
 import {
@@ -72,8 +72,9 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
   }
 
   protected async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
-    const { rows } = await this.#db.run(this.#sql.getMany, [keys.map(encodeText)]);
-    return rows.map((row: { value: string | null }) => (row.value === null ? null : decodeText(row.value)));
+    const stored = keys.map(encodeText);
+    const { rows } = await this.#db.run(this.#sql.getMany, [stored]);
+    return valuesInOrder(stored, rows);
   }
 
   protected override async _set(key: string, value: string, ttl: number | undefined): Promise<void> {
@@ -111,8 +112,10 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
 
   /** Concurrent `exists` calls, coalesced by the kit: one read of all their keys. */
   protected override async _existsMany(keys: readonly string[]): Promise<boolean[]> {
-    const { rows } = await this.#db.run(this.#sql.existsMany, [keys.map(encodeText)]);
-    return rows.map((row: { live: boolean }) => row.live);
+    const stored = keys.map(encodeText);
+    const { rows } = await this.#db.run(this.#sql.existsMany, [stored]);
+    const live = new Set(rows.map((row: { key: string }) => row.key));
+    return stored.map((key) => live.has(key));
   }
 
   protected async _getEntry(key: string): Promise<KeyValueEntry | null> {
@@ -170,7 +173,7 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
 
   /** In batches of `CLEAR_EXPIRED_BATCH` rows, each its own statement (see `clearExpiredBatchSql`). */
   protected async _clearExpired(): Promise<number> {
-    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired));
+    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired), this.closeSignal);
   }
 
   protected override toStowageError(error: unknown): unknown {
@@ -211,13 +214,13 @@ export function keyValueStatements(table: TableName) {
       )`;
   return {
     get: `SELECT value FROM ${t} WHERE key = $1 AND ${LIVE}`,
-    // One row per requested key, in request order (NULL when absent or expired).
-    getMany: `SELECT e.value FROM unnest($1::text[]) WITH ORDINALITY AS k(key, position)
-      LEFT JOIN ${t} AS e ON e.key = k.key AND ${LIVE}
-      ORDER BY k.position`,
-    set: upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, now() + ${msInterval('$3')})`),
+    // The live rows of the requested keys, in no order: the store puts them in request order.
+    // An index probe per key, with no join and no sort in the server (a unnest … WITH ORDINALITY
+    // LEFT JOIN … ORDER BY cost getMany(1,000) a fifth of its time against this statement).
+    getMany: `SELECT key, value FROM ${t} WHERE key = ANY($1::text[]) AND ${LIVE}`,
+    set: upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, statement_timestamp() + ${msInterval('$3')})`),
     // Rows are inserted (and existing ones locked) in key order: two batches over the same keys cannot deadlock.
-    setMany: upsert(`SELECT w.key, w.value, ${version}, ${NOW_MS}, now() + ${msInterval('w.ttl')}
+    setMany: upsert(`SELECT w.key, w.value, ${version}, ${NOW_MS}, statement_timestamp() + ${msInterval('w.ttl')}
       FROM unnest($1::text[], $2::text[], $3::bigint[]) AS w(key, value, ttl)
       ORDER BY w.key COLLATE "C"`),
     delete: `DELETE FROM ${t} WHERE key = $1 RETURNING ${LIVE} AS live`,
@@ -227,10 +230,8 @@ export function keyValueStatements(table: TableName) {
     deleteEach: `${removeLocked}
       SELECT key FROM removed WHERE live`,
     exists: `SELECT 1 FROM ${t} WHERE key = $1 AND ${LIVE}`,
-    // One row per requested key, in request order.
-    existsMany: `SELECT e.key IS NOT NULL AS live FROM unnest($1::text[]) WITH ORDINALITY AS k(key, position)
-      LEFT JOIN ${t} AS e ON e.key = k.key AND ${LIVE}
-      ORDER BY k.position`,
+    // The live keys among the requested ones (see getMany).
+    existsMany: `SELECT key FROM ${t} WHERE key = ANY($1::text[]) AND ${LIVE}`,
     getEntry: `SELECT key, value, version, ${times} FROM ${t} WHERE key = $1 AND ${LIVE}`,
     keys: `SELECT key FROM ${t} WHERE ${match} ORDER BY key`,
     keysInRange: `SELECT key FROM ${t} WHERE ${range} AND ${match} ORDER BY key`,
@@ -240,14 +241,14 @@ export function keyValueStatements(table: TableName) {
     entriesPage: `SELECT ${entry} FROM ${t} WHERE key > $3 AND ${match} ORDER BY key LIMIT $4`,
     entriesPageInRange: `SELECT ${entry} FROM ${t} WHERE ${range} AND key > $5 AND ${match} ORDER BY key LIMIT $6`,
     // compareAndSet(…, null): only if absent or expired (an expired row is replaced).
-    create: `${upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, now() + ${msInterval('$3')})`)}
-      WHERE e.expires_at IS NOT NULL AND e.expires_at <= now()
+    create: `${upsert(`VALUES ($1, $2, ${version}, ${NOW_MS}, statement_timestamp() + ${msInterval('$3')})`)}
+      WHERE e.expires_at IS NOT NULL AND e.expires_at <= statement_timestamp()
       RETURNING version`,
     // compareAndSet(…, version): only the incarnation that has this version.
-    update: `UPDATE ${t} SET value = $2, version = ${version}, updated_at = ${NOW_MS}, expires_at = now() + ${msInterval('$3')}
+    update: `UPDATE ${t} SET value = $2, version = ${version}, updated_at = ${NOW_MS}, expires_at = statement_timestamp() + ${msInterval('$3')}
       WHERE key = $1 AND version = $4 AND ${LIVE}
       RETURNING version`,
-    clearExpired: clearExpiredBatchSql(t, 'expires_at <= now()'),
+    clearExpired: clearExpiredBatchSql(t, 'expires_at <= statement_timestamp()'),
     // recentEntries (createStatePersistence's list): newest first within the key range of a
     // prefix; the next page starts after ($4, $5). The prefix is part of the key, so which plan
     // is best depends on the range: the (updated_at DESC, key) index when it holds most of the

@@ -75,10 +75,10 @@ export class LeaseTable implements LeaseDriver {
 function leaseStatements(table: TableName) {
   const t = table.sql;
   const fence = nextval(table.derived('fence_seq'));
-  const expiresAt = `now() + ${msInterval('$3')}`;
+  const expiresAt = `statement_timestamp() + ${msInterval('$3')}`;
   const returned = `fence, ${epochMs('expires_at')} AS expires_at`;
   // The owner's own live lease is renewed and keeps its fence.
-  const renewal = (row: string) => `${row}.owner = $2 AND ${row}.expires_at > now()`;
+  const renewal = (row: string) => `${row}.owner = $2 AND ${row}.expires_at > statement_timestamp()`;
   // An ended lease keeps its row, with expires_at -infinity, so that the next grant of the key
   // is an update of it (see LeaseTable).
   const end = `UPDATE ${t} SET expires_at = '-infinity'`;
@@ -93,22 +93,22 @@ function leaseStatements(table: TableName) {
     // the values carry 0, never stored: their insert becomes the DO UPDATE.
     acquire: `WITH current AS (SELECT ${renewal('c')} AS renewal FROM ${t} c WHERE key = $1 FOR UPDATE)
       INSERT INTO ${t} AS l (key, owner, fence, acquired_at, expires_at)
-      VALUES ($1, $2, CASE WHEN EXISTS (SELECT 1 FROM current) THEN 0 ELSE ${fence} END, now(), ${expiresAt})
+      VALUES ($1, $2, CASE WHEN EXISTS (SELECT 1 FROM current) THEN 0 ELSE ${fence} END, statement_timestamp(), ${expiresAt})
       ON CONFLICT (key) DO UPDATE SET
         fence = CASE WHEN ${renewal('l')} THEN l.fence ELSE ${fence} END,
-        acquired_at = CASE WHEN ${renewal('l')} THEN l.acquired_at ELSE now() END,
+        acquired_at = CASE WHEN ${renewal('l')} THEN l.acquired_at ELSE statement_timestamp() END,
         owner = EXCLUDED.owner,
         expires_at = EXCLUDED.expires_at
-      WHERE l.owner = EXCLUDED.owner OR l.expires_at <= now()
+      WHERE l.owner = EXCLUDED.owner OR l.expires_at <= statement_timestamp()
       RETURNING ${returned}, COALESCE((SELECT renewal FROM current), false) AS renewed`,
     extend: `UPDATE ${t} SET expires_at = ${expiresAt}
-      WHERE key = $1 AND owner = $2 AND expires_at > now()
+      WHERE key = $1 AND owner = $2 AND expires_at > statement_timestamp()
       RETURNING ${epochMs('expires_at')} AS expires_at`,
-    isHeld: `SELECT 1 FROM ${t} WHERE key = $1 AND owner = $2 AND expires_at > now()`,
-    release: `WITH released AS (${end} WHERE key = $1 AND owner = $2 AND expires_at > now() RETURNING key)
+    isHeld: `SELECT 1 FROM ${t} WHERE key = $1 AND owner = $2 AND expires_at > statement_timestamp()`,
+    release: `WITH released AS (${end} WHERE key = $1 AND owner = $2 AND expires_at > statement_timestamp() RETURNING key)
       SELECT pg_notify($3, key) FROM released`,
-    forceRelease: `WITH released AS (${end} WHERE key = $1 AND expires_at > now() RETURNING key)
+    forceRelease: `WITH released AS (${end} WHERE key = $1 AND expires_at > statement_timestamp() RETURNING key)
       SELECT pg_notify($2, key) FROM released`,
-    clearExpired: clearExpiredBatchSql(t, 'expires_at <= now()'),
+    clearExpired: clearExpiredBatchSql(t, 'expires_at <= statement_timestamp()'),
   };
 }

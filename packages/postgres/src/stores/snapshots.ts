@@ -94,7 +94,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
     return this.call('snapshots.clearFinished', async () => {
       const finishedAfter = this.#finishedAfter;
       if (finishedAfter === undefined) throw new StowageError('E_INVALID_OPTION', 'clearFinished needs the snapshotRetention: { finishedAfter } option');
-      return clearExpiredInBatches(() => this.#run('clearFinished', [this.prefix, finishedAfter]));
+      return clearExpiredInBatches(() => this.#run('clearFinished', [this.prefix, finishedAfter]), this.closeSignal);
     });
   }
 
@@ -220,7 +220,7 @@ export function snapshotStatements(table: TableName, id = 'id') {
     // (prefix, updated_at) range; the status is read from the document only for those rows.
     clearFinished: clearExpiredBatchSql(
       t,
-      `prefix = $1 AND updated_at < now() - ${msInterval('$2')} AND (snapshot -> 'execution' ->> 'status') IN ('completed', 'failed')`,
+      `prefix = $1 AND updated_at < statement_timestamp() - ${msInterval('$2')} AND (snapshot -> 'execution' ->> 'status') IN ('completed', 'failed')`,
     ),
   };
 }

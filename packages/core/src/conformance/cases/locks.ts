@@ -8,6 +8,7 @@ import {
   LONG_TTL,
   PAST_SHORT_TTL,
   SHORT_TTL,
+  realNow,
   errorCode,
   expectReject,
   lookalikeErrors,
@@ -438,23 +439,31 @@ export const lockCases = defineCases('LockProvider', (it) => {
     await expect(a!.withLock('job', async () => Promise.reject(failure), { ttl: 5_000 })).rejects.toBe(failure);
     const handle = await b!.acquire('job', LONG_TTL);
     expect(handle).not.toBeNull();
-    await expectReject(() => a!.withLock('job', async () => 1, { ttl: 5_000, wait: 200 }), 'E_TIMEOUT', 'withLock on a held lock');
+    await expectReject(() => a!.withLock('job', async () => 1, { ttl: 5_000, wait: 200 }), 'E_LOCK_BUSY', 'withLock on a held lock');
+    await expectReject(() => a!.withLock('job', async () => 1, { ttl: 5_000 }), 'E_LOCK_BUSY', 'withLock on a held lock, default wait');
   });
 
   it('withLock extends the lease while fn runs past the ttl', async (s) => {
     const [a, b] = await s.many(2, (session) => session.locks());
+    // A lease of 2 s extended every 200 ms: an event-loop stall of up to 1.8 s on a loaded
+    // machine leaves it alive (the point is the extension, not the timing). fn runs until the
+    // lease has outlived its ttl, and the handle's expiry shows the extensions.
+    const ttl = 2_000;
     const result = await a!.withLock(
       'job',
-      async (signal) => {
-        // Runs for twice the lease; extensions every quarter of it keep the lease alive.
-        for (let i = 1; i <= 5; i++) {
-          await sleep((SHORT_TTL * 2) / 5);
-          expect(await b!.acquire('job', LONG_TTL), `after ${(i * SHORT_TTL * 2) / 5} ms`).toBeNull();
+      async (signal, handle) => {
+        const firstExpiry = handle.expiresAt.getTime();
+        const started = realNow();
+        while (realNow() - started < ttl + 200) {
+          await sleep(400);
+          expect(await b!.acquire('job', LONG_TTL), 'another owner while fn runs').toBeNull();
         }
+        expect(handle.expiresAt.getTime(), 'the lease was extended past its first expiry').toBeGreaterThan(firstExpiry);
+        expect(await handle.isValid()).toBe(true);
         expect(signal.aborted).toBe(false);
         return 'done';
       },
-      { ttl: SHORT_TTL, extendEvery: SHORT_TTL / 4 },
+      { ttl, extendEvery: ttl / 10 },
     );
     expect(result).toBe('done');
     expect(await b!.acquire('job', LONG_TTL)).not.toBeNull();

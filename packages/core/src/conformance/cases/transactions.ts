@@ -2,7 +2,7 @@ import { expect } from 'vitest';
 import type { DatabaseTransaction } from '../../contracts/common.js';
 import { bindProcess } from '../../process/bind.js';
 import { defineCases } from '../harness.js';
-import { expectReject, parallel } from '../helpers.js';
+import { expectReject, parallel, sleep } from '../helpers.js';
 import { P, PROCESS_CASE_TIMEOUT, abProcess, expectAllFinished, waitUntil } from '../process-helpers.js';
 
 /*
@@ -17,6 +17,16 @@ import { P, PROCESS_CASE_TIMEOUT, abProcess, expectAllFinished, waitUntil } from
  * store once before (its first call creates its table, on a connection of the pool).
  */
 const needs = { needs: ['transactions' as const] };
+
+/**
+ * The pause between two writes of one transaction in the ttl cases. They compare the two
+ * writes' expiry times with each other (one clock, no slack for load): a ttl counted from the
+ * transaction's start gives both the same expiry, one counted from its statement puts them at
+ * least this far apart.
+ */
+const WRITE_GAP = 300;
+/** Timers may fire up to a millisecond early; stored times are whole milliseconds. */
+const TIMER_SLACK = 2;
 
 /** The view of `store` inside `transaction`; a store without `withTransaction` fails the case. */
 function inTransaction<T extends { withTransaction?(transaction: DatabaseTransaction): T }>(store: T, transaction: DatabaseTransaction): T {
@@ -56,6 +66,22 @@ export const keyValueTransactionCases = defineCases('KeyValueStore', needs, (it)
     // The view is not a store of its own: closing it closes nothing.
     await view.close();
     expect(await kv!.get('a')).toBe('1');
+  });
+
+  it('withTransaction: a ttl counts from the statement that writes it, not from the transaction’s start', async (s) => {
+    const kv = await s.kv();
+    expect(await kv.get('first')).toBeNull();
+    const tx = await s.transaction();
+    const view = inTransaction(kv, tx.transaction);
+    await view.set('first', 'v', { ttl: 60_000 });
+    await sleep(WRITE_GAP);
+    await view.setMany([{ key: 'second', value: 'v', ttl: 60_000 }]);
+    await sleep(WRITE_GAP);
+    await view.set('third', 'v', { ttl: 60_000 });
+    await tx.commit();
+    const [first, second, third] = await Promise.all(['first', 'second', 'third'].map(async (key) => (await kv.getEntry(key))!.expiresAt!.getTime()));
+    expect(second! - first!, 'setMany a pause after set').toBeGreaterThanOrEqual(WRITE_GAP - TIMER_SLACK);
+    expect(third! - second!, 'set a pause after setMany').toBeGreaterThanOrEqual(WRITE_GAP - TIMER_SLACK);
   });
 
   it('withTransaction refuses what is not a transaction with E_INVALID_OPTION', async (s) => {
@@ -98,7 +124,22 @@ export const checkpointTransactionCases = defineCases('CheckpointStore', needs, 
     }
     expect((await checkpoints.list('t')).map((saved) => saved.id)).toEqual(['cp-2']);
   });
+
+  it('withTransaction: a duplicate checkpoint is E_VERSION_CONFLICT and the caller’s transaction still commits its other writes', async (s) => {
+    const checkpoints = await s.checkpoints();
+    const checkpoint = (id: string, sequence: number) => ({ id, taskId: 't', sequence, timestamp: sequence, progress: sequence * 10, data: { sequence } });
+    expect(await checkpoints.list('t')).toEqual([]);
+    const tx = await s.transaction();
+    const view = inTransaction(checkpoints, tx.transaction);
+    await view.save(checkpoint('cp-1', 1));
+    await expectReject(() => view.save(checkpoint('cp-1', 2)), 'E_VERSION_CONFLICT', 'the same id again');
+    await expectReject(() => view.save(checkpoint('cp-other', 1)), 'E_VERSION_CONFLICT', 'the same sequence again');
+    await view.save(checkpoint('cp-2', 2));
+    await tx.commit();
+    expect((await checkpoints.list('t')).map((saved) => saved.id)).toEqual(['cp-1', 'cp-2']);
+  });
 });
+
 
 export const idempotencyTransactionCases = defineCases('IdempotencyStore', needs, (it) => {
   it('withTransaction: a completion rolled back leaves no result, and the key can be reserved again', async (s) => {
@@ -148,6 +189,41 @@ export const idempotencyTransactionCases = defineCases('IdempotencyStore', needs
     expect(await kv.get('effect')).toBeNull();
     expect(await store.get('op')).toBeNull();
     expect(await store.runOnce!('op', async () => 'second')).toBe('second');
+  });
+
+  it('runOnce: a function that returns nothing completes; later calls resolve undefined without running it', async (s) => {
+    s.needsTransactions();
+    const [store, kv] = [await s.idempotency(), await s.kv()];
+    expect(await kv.get('effect')).toBeNull();
+    let runs = 0;
+    const notify = async (transaction: DatabaseTransaction): Promise<void> => {
+      runs++;
+      await inTransaction(kv, transaction).set('effect', `sent ${runs}`);
+    };
+    expect(await store.runOnce!('op', notify)).toBeUndefined();
+    expect(await store.runOnce!('op', notify)).toBeUndefined();
+    expect(runs).toBe(1);
+    expect(await kv.get('effect')).toBe('sent 1');
+    expect(await store.get('op')).toStrictEqual({ value: undefined });
+  });
+
+  it('runOnce: the result’s ttl counts from the end of the function, not from the transaction’s start', async (s) => {
+    s.needsTransactions();
+    const [store, kv] = [await s.idempotency(), await s.kv()];
+    expect(await kv.get('started')).toBeNull();
+    await store.runOnce!(
+      'op',
+      async (transaction) => {
+        await inTransaction(kv, transaction).set('started', 'v', { ttl: 60_000 });
+        await sleep(WRITE_GAP);
+        return 'done';
+      },
+      { ttl: 60_000 },
+    );
+    const started = (await kv.getEntry('started'))!.expiresAt!.getTime();
+    const result = (await store.get('op'))!;
+    expect(result.value).toBe('done');
+    expect(result.expiresAt! - started).toBeGreaterThanOrEqual(WRITE_GAP - TIMER_SLACK);
   });
 
   it('runOnce: of 8 concurrent calls on one key the function runs once, and every caller gets its result', async (s) => {
