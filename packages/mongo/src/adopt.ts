@@ -21,11 +21,14 @@ import { isDuplicateKeyError, statementsToRetry } from './errors.js';
  * is checked: a shape stowage does not know refuses the start with `E_INVALID_OPTION`, and
  * nothing is changed.
  *
- * Each document is inserted in stowage's shape before the original is deleted (in place,
- * checkpoints the other way round: their unique `(taskId, sequence)` index holds both
- * shapes), and an insert never overwrites: two processes adopting at once, or one after a
- * crash, convert each document once. Documents of another keyPrefix stay where they are
- * (stowage never reads a document whose `_id` is not a string).
+ * Each document is inserted in stowage's shape before the original is deleted, and an insert
+ * never overwrites: two processes adopting at once, or one after a crash, convert each
+ * document once, and a crash at any point loses none. Checkpoints adopted in place cannot be
+ * inserted beside their originals (the unique `(taskId, sequence)` index holds both shapes):
+ * a batch is inserted into a staging collection (`<collection>_adopting`) first, then the
+ * originals are deleted, then the batch moves from staging into the collection; an adoption
+ * that starts finds what a crash left in staging and moves it first. Documents of another
+ * keyPrefix stay where they are (stowage never reads a document whose `_id` is not a string).
  *
  * A lock go-go-scope holds keeps excluding stowage's acquirers: it becomes a stowage lease with
  * the same owner and end (fence 1: go-go-scope's grant counts as the first). go-go-scope's own
@@ -88,6 +91,8 @@ interface SlotWork {
   source: Collection;
   target: Collection;
   inPlace: boolean;
+  /** Where checkpoints adopted in place wait between their originals' delete and their insert. */
+  staging: Collection | undefined;
   /** go-go-scope's indexes that stowage's documents cannot live with (in place only). */
   doomed: Document[];
   convert: Converter;
@@ -106,9 +111,11 @@ export async function adoptGoGoScope(db: Db, adoption: GoGoScopeAdoption): Promi
     const doomed = inPlace
       ? (await existingIndexes(collection)).filter((index) => isUniqueOnKey(index) || (slot === 'lock' && typeof index.expireAfterSeconds === 'number'))
       : [];
+    const staging = inPlace && slot === 'checkpoint' ? db.collection(`${source}${STAGING_SUFFIX}`) : undefined;
     const hasDocuments = (await collection.findOne(GO_GO_SCOPE_IDS, { projection: { _id: 1 } })) !== null;
-    if (doomed.length > 0 || hasDocuments) {
-      works.push({ slot, source: collection, target: db.collection(target), inPlace, doomed, convert: converter(slot, adoption) });
+    const staged = staging !== undefined && (await staging.findOne({}, { projection: { _id: 1 } })) !== null;
+    if (doomed.length > 0 || hasDocuments || staged) {
+      works.push({ slot, source: collection, target: db.collection(target), inPlace, staging, doomed, convert: converter(slot, adoption) });
     }
   }
   if (works.length === 0) return;
@@ -134,18 +141,22 @@ export async function adoptGoGoScope(db: Db, adoption: GoGoScopeAdoption): Promi
 
   for (const work of works) {
     for (const index of work.doomed) await dropIndex(work, index, false);
-    const deleteFirst = work.inPlace && work.slot === 'checkpoint';
+    if (work.staging) await moveStaged(work.staging, work.target); // what a crash left there
     let batch: Document[] = [];
     for await (const document of work.source.find(GO_GO_SCOPE_IDS)) {
       batch.push(document);
       if (batch.length >= BATCH) {
-        await convertBatch(work.source, work.target, batch, work.convert, deleteFirst);
+        await convertBatch(work, batch);
         batch = [];
       }
     }
-    if (batch.length > 0) await convertBatch(work.source, work.target, batch, work.convert, deleteFirst);
+    if (batch.length > 0) await convertBatch(work, batch);
+    await work.staging?.drop().catch(() => undefined); // empty now; a server without `drop` keeps it empty
   }
 }
+
+/** The staging collection of checkpoints adopted in place: `<collection>_adopting`. */
+const STAGING_SUFFIX = '_adopting';
 
 /**
  * Drops one of go-go-scope's indexes (gone already: fine). `first`: the first drop of the
@@ -171,25 +182,46 @@ async function dropIndex(work: SlotWork, index: Document, first: boolean): Promi
   }
 }
 
-async function convertBatch(source: Collection, target: Collection, documents: Document[], convert: Converter, deleteFirst: boolean): Promise<void> {
-  const results = documents.map((document) => ({ id: document._id as ObjectId, ...convert(document) }));
+/**
+ * Converts one batch: its documents in stowage's shape are inserted (into staging, for
+ * checkpoints adopted in place), and only then are the originals deleted. A crash anywhere
+ * leaves each document in the source, in staging or in the target, where the next adoption
+ * finds it.
+ */
+async function convertBatch(work: SlotWork, documents: Document[]): Promise<void> {
+  const results = documents.map((document) => ({ id: document._id as ObjectId, ...work.convert(document) }));
   const replacements = results.flatMap((result) => (result.replacement ? [result.replacement] : []));
   const gone = results.filter((result) => result.replacement !== undefined || result.drop).map((result) => result.id);
-  if (deleteFirst) await source.deleteMany({ _id: { $in: gone } });
-  if (replacements.length > 0) {
-    const inserts: AnyBulkWriteOperation[] = replacements.map((document) => ({ insertOne: { document } }));
-    try {
-      await target.bulkWrite(inserts, { ordered: false });
-    } catch (error) {
-      // A document already there (converted by another process, or written by stowage since)
-      // wins. Where the server does not say which inserts it skipped, those not there yet go
-      // again: the originals are deleted next.
-      const retry = statementsToRetry(error, inserts.length);
-      if (retry === null) throw error;
-      await insertMissing(target, retry.map((index) => replacements[index]!));
-    }
+  await insertAll(work.staging ?? work.target, replacements);
+  await work.source.deleteMany({ _id: { $in: gone } });
+  if (work.staging) await moveStaged(work.staging, work.target);
+}
+
+/** Moves every staged document into `target` (inserted there first, then deleted from staging). */
+async function moveStaged(staging: Collection, target: Collection): Promise<void> {
+  for (;;) {
+    const staged = await staging.find({}).limit(BATCH).toArray();
+    if (staged.length === 0) return;
+    await insertAll(target, staged);
+    await staging.deleteMany({ _id: { $in: staged.map((document) => document._id) } });
   }
-  if (!deleteFirst) await source.deleteMany({ _id: { $in: gone } });
+}
+
+/**
+ * Inserts `documents` into `target`; a document already there (converted by another process,
+ * or written by stowage since) wins. Where the server does not say which inserts it skipped,
+ * those not there yet go again.
+ */
+async function insertAll(target: Collection, documents: Document[]): Promise<void> {
+  if (documents.length === 0) return;
+  const inserts: AnyBulkWriteOperation[] = documents.map((document) => ({ insertOne: { document } }));
+  try {
+    await target.bulkWrite(inserts, { ordered: false });
+  } catch (error) {
+    const retry = statementsToRetry(error, inserts.length);
+    if (retry === null) throw error;
+    await insertMissing(target, retry.map((index) => documents[index]!));
+  }
 }
 
 /**

@@ -1,3 +1,6 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import { richCodec, type WorkflowSnapshot } from '@stowage/core';
 import { MongoClient } from 'mongodb';
 import { expect, it } from 'vitest';
@@ -172,6 +175,55 @@ describeEachServer(servers, 'adopting existing collections', (s) => {
     }
   });
 
+  it('an adoption SIGKILLed at random points, then run to the end, loses no checkpoint', { timeout: 60_000 }, async () => {
+    const { legacy, slots } = await goGoScopeData(uniqueName('gs5'));
+    // 1,500 checkpoints (three batches of the adoption) of 20 tasks.
+    const total = 1500;
+    await legacy.checkpoints.insertMany(
+      Array.from({ length: total }, (_, i) => ({
+        id: `k-${i}`,
+        taskId: `task-${i % 20}`,
+        sequence: 10 + Math.floor(i / 20),
+        timestamp: T + i,
+        progress: i % 100,
+        data: { i },
+        createdAt: new Date(),
+      })),
+    );
+    const options = placement(slots);
+    const originals = () => legacy.checkpoints.countDocuments({ _id: { $type: 'objectId' } });
+    // Each run is killed once the adoption has deleted originals down to a random count (seen
+    // by polling the collection: a point in the adoption's progress, not a moment in time).
+    const kills: string[] = [];
+    for (let round = 0; round < 3; round++) {
+      const left = await originals();
+      if (left === 0) break;
+      const killAt = Math.floor(Math.random() * left);
+      const child = spawnAdoption(s, options);
+      await lineFrom(child, 'adopting');
+      while (child.exitCode === null && (await originals()) > killAt) await new Promise((resolve) => setTimeout(resolve, 5));
+      child.kill('SIGKILL');
+      await exited(child);
+      kills.push(`${left} -> killed below ${killAt}`);
+    }
+    const last = spawnAdoption(s, options);
+    await lineFrom(last, 'adopted');
+    expect(await exited(last)).toBe(0);
+    console.log(`[adoption kill test, ${s.label}] originals left: ${kills.join('; ')}`);
+
+    expect(await originals()).toBe(0);
+    const target = db().collection(options.collections.checkpoint!);
+    expect(await target.countDocuments({ _id: { $type: 'string' }, taskId: { $exists: true } })).toBe(total + 2); // and goGoScopeData's two
+    expect(await db().collection(`${slots.checkpoint}_adopting`).countDocuments()).toBe(0);
+    const persistence = goGoScopePersistence({ ...where, ...options }, { keyPrefix: 'myapp:' });
+    try {
+      expect((await persistence.checkpoint.list('task-7')).map((checkpoint) => checkpoint.sequence)).toEqual(Array.from({ length: total / 20 }, (_, i) => 10 + i));
+      expect((await persistence.checkpoint.load(`k-${total - 1}`))!.data).toEqual({ i: total - 1 });
+    } finally {
+      await persistence.close();
+    }
+  });
+
   it('a go-go-scope document of a shape stowage does not know refuses the start, and nothing is changed', async () => {
     const { legacy, slots } = await goGoScopeData(uniqueName('gs3'));
     await legacy.locks.insertOne({ key: 'myapp:lock:odd', owner: 'w', expiresAt: new Date(), tenant: 'acme' });
@@ -186,3 +238,31 @@ describeEachServer(servers, 'adopting existing collections', (s) => {
     }
   });
 });
+
+const ADOPT_WORKER = fileURLToPath(new URL('./adopt-worker.ts', import.meta.url));
+
+/** Starts adopt-worker.ts as an OS process adopting with `options` (goGoScopePersistence's collections and adoptFrom). */
+function spawnAdoption(server: { url: string; database: string }, options: object): ChildProcess {
+  return spawn(process.execPath, [ADOPT_WORKER], {
+    env: { ...process.env, STOWAGE_WORKER_URL: server.url, STOWAGE_WORKER_DATABASE: server.database, STOWAGE_WORKER_OPTIONS: JSON.stringify(options) },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+}
+
+/** Resolves once `child` printed `line` (rejects if it exits first). */
+function lineFrom(child: ChildProcess, line: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.split('\n').includes(line)) resolve();
+    });
+    child.once('exit', (code, signal) => reject(new Error(`adoption process exited (${code ?? signal}) before printing ${line}: ${output}`)));
+  });
+}
+
+/** The exit code of `child` once it has exited (`null` when a signal ended it). */
+async function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+  return child.exitCode;
+}

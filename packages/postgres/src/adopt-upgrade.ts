@@ -2,7 +2,7 @@ import { StowageError } from '@stowage/core';
 import { sleep } from '@stowage/core/adapter';
 import type { PostgresConnection } from './connection.js';
 import { sqlState } from './errors.js';
-import { TABLE_INDEXES, type TableName } from './schema.js';
+import { TABLE_INDEXES, indexColumns, type TableName } from './schema.js';
 
 /*
  * The in-place upgrade of a table of awaitly-postgres's layout to stowage's (see adopt.ts for
@@ -47,6 +47,8 @@ export interface TableInfo {
   columns: Map<string, ColumnInfo>;
   primaryKey: string[];
   checks: string[];
+  /** Views and foreign keys of other tables that rest on the table (`view "v"`, `foreign key "fk" of "t"`). */
+  dependents: string[];
   /** The database's default collation sorts by bytes (libc "C" or "POSIX"). */
   byteOrderDefault: boolean;
 }
@@ -60,6 +62,11 @@ export interface Layout {
   optional: Record<string, readonly string[]>;
   /** Columns stowage adds (present already when an earlier upgrade stopped half-way). */
   added: Record<string, readonly string[]>;
+  /**
+   * Columns the upgrade renames (legacy name: new name), first of all. Everything else here
+   * names them by their legacy names, as does the `TableInfo` the upgrade is given.
+   */
+  renames: Readonly<Record<string, string>>;
   /** Columns that must be `NOT NULL` (beyond the primary key). */
   notNull: readonly string[];
   primaryKey: readonly string[];
@@ -101,8 +108,13 @@ export async function upgrade(connection: PostgresConnection, layout: Layout, ta
   // updated_at written by awaitly (microseconds, maybe NULL) is brought to stowage's millisecond precision.
   const normalise = info.columns.has('updated_at') && !info.columns.get('updated_at')!.notNull;
 
-  // 1. Columns (catalog changes only), the version sequence, NOT NULL checks not yet validated.
+  const named = (name: string) => layout.renames[name] ?? name;
+
+  // 1. Renames, columns (catalog changes only), the version sequence, NOT NULL checks not yet validated.
   await ddl(connection, table, [
+    ...Object.entries(layout.renames).map(
+      ([legacy, renamed]) => `IF ${hasColumn(legacy)} AND NOT ${hasColumn(renamed)} THEN ALTER TABLE ${t} RENAME COLUMN ${legacy} TO ${renamed}; END IF;`,
+    ),
     `CREATE SEQUENCE IF NOT EXISTS ${sequence} AS BIGINT;`,
     ...(layout.kind === 'snapshots'
       ? [`IF NOT ${hasColumn('prefix')} THEN ALTER TABLE ${t} ADD COLUMN prefix TEXT COLLATE "C" NOT NULL DEFAULT ''; END IF;`]
@@ -169,8 +181,8 @@ export async function upgrade(connection: PostgresConnection, layout: Layout, ta
   const needsKey = !sameList(info.primaryKey, keyColumns) || !keyColumns.every((name) => isByteOrder(info.columns.get(name), info));
   if (needsKey) {
     const built = table.derivedName('pkey_c');
-    const last = keyColumns.at(-1)!;
-    const indexColumns = keyColumns.map((name) => `${name} COLLATE "C"`).join(', ');
+    const last = named(keyColumns.at(-1)!);
+    const indexColumns = keyColumns.map((name) => `${named(name)} COLLATE "C"`).join(', ');
     await buildIndexConcurrently(connection, table, built, `CREATE UNIQUE INDEX CONCURRENTLY "${built}" ON ${t} (${indexColumns})`);
     await ddl(connection, table, [
       `IF ${hasConstraint(built)} THEN RETURN; END IF;`,
@@ -186,7 +198,7 @@ export async function upgrade(connection: PostgresConnection, layout: Layout, ta
   // 5. Stowage's secondary indexes, concurrently (the schema creation that follows finds them).
   for (const [suffix, columns] of TABLE_INDEXES[layout.kind]) {
     const name = table.derivedName(suffix);
-    await buildIndexConcurrently(connection, table, name, `CREATE INDEX CONCURRENTLY "${name}" ON ${t} ${columns}`);
+    await buildIndexConcurrently(connection, table, name, `CREATE INDEX CONCURRENTLY "${name}" ON ${t} ${indexColumns(layout.kind, columns, true)}`);
   }
 }
 
@@ -196,7 +208,7 @@ export async function upgrade(connection: PostgresConnection, layout: Layout, ta
  * `LOCK_TIMEOUT` for the table lock. A lock not granted in time is tried again a little later,
  * a few times, rather than queueing every writer of the table behind a long transaction.
  */
-async function ddl(connection: PostgresConnection, table: TableName, steps: readonly string[]): Promise<void> {
+export async function ddl(connection: PostgresConnection, table: TableName, steps: readonly string[]): Promise<void> {
   const text = `SELECT pg_advisory_xact_lock(hashtext('stowage adopt'), hashtext('${table.key}'));
 DO $adopt$
 DECLARE dropped record;

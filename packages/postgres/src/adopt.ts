@@ -1,5 +1,5 @@
 import { StowageError } from '@stowage/core';
-import { NOT_NULL_CHECK, isByteOrder, sameList, upgrade, type ColumnInfo, type Layout, type TableInfo } from './adopt-upgrade.js';
+import { NOT_NULL_CHECK, ddl, isByteOrder, sameList, upgrade, type ColumnInfo, type Layout, type TableInfo } from './adopt-upgrade.js';
 import type { PostgresConnection, PostgresPool } from './connection.js';
 import { encodeText } from './key-encoding.js';
 import { tableColumns, type TableKind, type TableName } from './schema.js';
@@ -21,6 +21,35 @@ export interface AdoptedTable {
 
 const adoptions = new WeakMap<PostgresPool, Map<string, Promise<AdoptedTable>>>();
 const claims = new WeakMap<PostgresPool, Map<string, Promise<void>>>();
+const idColumns = new WeakMap<PostgresPool, Map<string, Promise<string>>>();
+
+/** The key column of an adopted snapshot table (see the `snapshots` layout). */
+const ADOPTED_SNAPSHOT_ID = 'snapshot_id';
+
+/**
+ * The name of a snapshot table's id column: `id` in tables stowage created, `snapshot_id` in
+ * adopted ones. Known from the adoption with `autoCreate`; otherwise looked up once per pool
+ * and table (a table that does not exist yet is created with `id`).
+ */
+export function snapshotIdColumn(connection: PostgresConnection, table: TableName): Promise<string> {
+  const known = idColumns.get(connection.pool)?.get(table.sql);
+  if (known !== undefined) return known;
+  const lookup = connection
+    .query(`SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = '${ADOPTED_SNAPSHOT_ID}' AND NOT attisdropped) AS adopted`, [table.sql])
+    .then(({ rows }) => (rows[0].adopted === true ? ADOPTED_SNAPSHOT_ID : 'id'));
+  rememberIdColumn(connection, table, lookup);
+  return lookup;
+}
+
+/** Remembers a snapshot table's id column for the pool; a failed adoption or lookup is forgotten (tried again). */
+function rememberIdColumn(connection: PostgresConnection, table: TableName, column: Promise<string>): void {
+  let byTable = idColumns.get(connection.pool);
+  if (!byTable) idColumns.set(connection.pool, (byTable = new Map()));
+  byTable.set(table.sql, column);
+  column.catch(() => {
+    if (byTable.get(table.sql) === column) byTable.delete(table.sql);
+  });
+}
 
 /**
  * Checks the store's existing tables and upgrades those of awaitly-postgres's layout, once per
@@ -35,6 +64,8 @@ export async function adoptTables(connection: PostgresConnection, tables: Readon
     const inspected = inspect(connection, pending.map(([, name]) => name));
     for (const [kind, name] of pending) {
       const adoption = inspected.then((infos) => adoptTable(connection, kind, name, infos.get(name.sql)));
+      // A snapshot table is stowage's (or created now, as stowage's), or adopted: its id column follows.
+      if (kind === 'snapshots') rememberIdColumn(connection, name, adoption.then(({ adopted }) => (adopted ? ADOPTED_SNAPSHOT_ID : 'id')));
       byTable.set(name.sql, adoption);
       adoption.catch(() => {
         if (byTable.get(name.sql) === adoption) byTable.delete(name.sql); // tried again by the next start
@@ -44,18 +75,46 @@ export async function adoptTables(connection: PostgresConnection, tables: Readon
   return Promise.all(tables.map(([, name]) => byTable.get(name.sql)!));
 }
 
-async function adoptTable(connection: PostgresConnection, kind: TableKind, table: TableName, info: TableInfo | undefined): Promise<AdoptedTable> {
-  if (info === undefined) return { adopted: false };
+async function adoptTable(connection: PostgresConnection, kind: TableKind, table: TableName, found: TableInfo | undefined): Promise<AdoptedTable> {
+  if (found === undefined) return { adopted: false };
   const layout = LAYOUTS[kind as keyof typeof LAYOUTS];
   if (layout === undefined) {
-    assertStowageColumns(kind, table, info);
+    const keys = goGoScopeKeys.get(connection.pool)?.get(table.sql);
+    if (kind === 'idempotency' && keys !== undefined && isGoGoScopeTable(kind, found) && found.columns.get('value')!.type === 'jsonb') {
+      if (found.dependents.length > 0) {
+        throw new StowageError('E_INVALID_OPTION', `table ${found.name} is go-go-scope's idempotency table, but ${found.dependents.join(', ')} rest on it; nothing was changed`);
+      }
+      await adoptGoGoScopeIdempotency(connection, table, keys);
+      return { adopted: true };
+    }
+    assertStowageColumns(kind, table, found);
     return { adopted: false };
   }
-  const adopted = info.columns.get('version')?.default === '1';
-  if (isNative(layout, info)) return { adopted };
-  assertKnownLayout(layout, table, info);
-  await upgrade(connection, layout, table, info);
+  // Tables stowage created have no default on `version`; legacy rows of adopted ones take 1.
+  const adopted = found.columns.get('version')?.default === '1';
+  if (!adopted && isNative(layout, found)) return { adopted: false };
+  const info = underLegacyNames(layout, found);
+  const renamed = Object.values(layout.renames).every((name) => found.columns.has(name));
+  if (!renamed || !isNative(layout, info)) {
+    assertKnownLayout(layout, table, info);
+    assertNoDependents(layout, info);
+    await upgrade(connection, layout, table, info);
+  }
   return { adopted: true };
+}
+
+/**
+ * `info` with the columns an upgrade renamed under their legacy names, so that a table is
+ * checked alike before and after the rename (see {@link Layout.renames}).
+ */
+function underLegacyNames(layout: Layout, info: TableInfo): TableInfo {
+  const legacyName = new Map(Object.entries(layout.renames).map(([legacy, renamed]) => [renamed, legacy]));
+  const rename = (name: string) => (legacyName.has(name) && !info.columns.has(legacyName.get(name)!) ? legacyName.get(name)! : name);
+  return {
+    ...info,
+    columns: new Map([...info.columns].map(([name, column]) => [rename(name), { ...column, name: rename(name) }])),
+    primaryKey: info.primaryKey.map(rename),
+  };
 }
 
 // --- layouts ------------------------------------------------------------------------------------
@@ -67,6 +126,7 @@ const BIGINT = ['bigint'];
 const LAYOUTS: Partial<Record<TableKind, Layout>> = {
   kv: {
     kind: 'kv',
+    renames: {},
     legacy: { key: TEXT, value: TEXT, expires_at: ['timestamp without time zone', ...TIMESTAMPTZ] },
     optional: { updated_at: TIMESTAMPTZ },
     added: { version: BIGINT, updated_at: TIMESTAMPTZ },
@@ -76,6 +136,10 @@ const LAYOUTS: Partial<Record<TableKind, Layout>> = {
   },
   snapshots: {
     kind: 'snapshots',
+    // awaitly-postgres selects, lists and deletes by `id` alone (`DELETE … WHERE id = $1`): once
+    // each prefix keeps its rows under their own id, such a statement of a process still running
+    // it would reach every prefix's rows. Under another name, every statement of it fails (42703).
+    renames: { id: ADOPTED_SNAPSHOT_ID },
     legacy: { id: TEXT, snapshot: ['json', 'jsonb'], updated_at: TIMESTAMPTZ },
     optional: {},
     added: { prefix: TEXT, version: BIGINT },
@@ -85,7 +149,7 @@ const LAYOUTS: Partial<Record<TableKind, Layout>> = {
   },
 };
 
-/** The table is stowage's layout, complete (created by stowage, or fully adopted). */
+/** The table is stowage's layout, complete (created by stowage, or fully adopted), under stowage's column names. */
 function isNative(layout: Layout, info: TableInfo): boolean {
   const types = { ...layout.legacy, ...layout.added, expires_at: TIMESTAMPTZ };
   const columns = [...tableColumns(layout.kind).keys()];
@@ -128,6 +192,21 @@ function assertKnownLayout(layout: Layout, table: TableName, info: TableInfo): v
 }
 
 /**
+ * `E_INVALID_OPTION` when views or other tables' foreign keys rest on the table: the upgrade
+ * converts columns they read and replaces the primary key they reference, which PostgreSQL
+ * refuses half-way (after columns were added). Checked before anything changes.
+ */
+function assertNoDependents(layout: Layout, info: TableInfo): void {
+  if (info.dependents.length === 0) return;
+  throw new StowageError(
+    'E_INVALID_OPTION',
+    `table ${info.name} is ${layout.describe}, and stowage would upgrade it in place, but ${info.dependents.join(', ')} ` +
+      `depend${info.dependents.length === 1 ? 's' : ''} on it (the upgrade converts its key column and replaces its primary key). ` +
+      'Nothing was changed. Drop them, start the store once, then create them again (see the README on adopting tables); or give the store another table',
+  );
+}
+
+/**
  * For kinds stowage has no legacy layout for: `E_INVALID_OPTION` unless every column of stowage's
  * layout is there, of its type (other columns of yours are fine).
  */
@@ -140,7 +219,10 @@ function assertStowageColumns(kind: TableKind, table: TableName, info: TableInfo
   if (missing.length === 0 && wrongTypes.length === 0) return;
   const hint = isAwaitlyLeaseTable(info)
     ? ": it is awaitly-postgres's lock table, which only holds leases; give stowage another lockTableName, or drop it while no workflow runs"
-    : ': give the store another table';
+    : isGoGoScopeTable(kind, info)
+      ? ": it is a table of go-go-scope's own PostgresAdapter, which stowage does not adopt; give goGoScopePersistence other `tables` " +
+        '(see the README on go-go-scope\'s own tables), and keep go-go-scope\'s until its rows expire'
+      : ': give the store another table';
   const problems = [...(missing.length > 0 ? [`no column(s) ${missing.join(', ')}`] : []), ...wrongTypes];
   throw new StowageError(
     'E_INVALID_OPTION',
@@ -153,6 +235,71 @@ function isAwaitlyLeaseTable(info: TableInfo): boolean {
   return ['workflow_id', 'owner_token', 'expires_at'].every((name) => info.columns.has(name));
 }
 
+/**
+ * The columns of the tables go-go-scope's own PostgreSQL adapters create (`PostgresAdapter`,
+ * `PostgresIdempotencyAdapter`) or write (checkpoints), per slot of goGoScopePersistence.
+ */
+const GO_GO_SCOPE_COLUMNS: Partial<Record<TableKind, readonly string[]>> = {
+  locks: ['key', 'owner', 'expires_at'],
+  circuitBreaker: ['key', 'state', 'failure_count', 'last_failure_time', 'last_success_time', 'updated_at'],
+  cache: ['key', 'value', 'expires_at', 'accessed_at'],
+  idempotency: ['key', 'value', 'expires_at', 'created_at', 'updated_at'],
+  checkpoints: ['id', 'task_id', 'sequence', 'timestamp', 'progress', 'data', 'estimated_time_remaining', 'created_at'],
+};
+
+function isGoGoScopeTable(kind: TableKind, info: TableInfo): boolean {
+  const columns = GO_GO_SCOPE_COLUMNS[kind];
+  return columns !== undefined && sameList([...info.columns.keys()].sort(), [...columns].sort());
+}
+
+// --- go-go-scope's idempotency table ------------------------------------------------------------
+
+/** How goGoScopePersistence keys idempotency records, and how go-go-scope's `PostgresIdempotencyAdapter` did. */
+export interface GoGoScopeKeys {
+  keyPrefix: string;
+  idempotencyKeyPrefix: string;
+}
+
+const goGoScopeKeys = new WeakMap<PostgresPool, Map<string, GoGoScopeKeys>>();
+
+/** Says that `table` on `pool` is goGoScopePersistence's idempotency table: go-go-scope's own is adopted there. */
+export function registerGoGoScopeIdempotency(pool: PostgresPool, table: TableName, keys: GoGoScopeKeys): void {
+  let byTable = goGoScopeKeys.get(pool);
+  if (!byTable) goGoScopeKeys.set(pool, (byTable = new Map()));
+  byTable.set(table.sql, keys);
+}
+
+/**
+ * go-go-scope's `PostgresIdempotencyAdapter` table (`key VARCHAR(255)`, `value JSONB`, …) in
+ * stowage's layout, in one transaction (a crash leaves it as it was; a second process finds it
+ * done): every record becomes a completed result whose value is the JSON text go-go-scope
+ * stored (what `richCodec` reads back), under goGoScopePersistence's key (`keyPrefix` + the key
+ * without go-go-scope's prefix). The conversion rewrites the table under an exclusive lock.
+ */
+async function adoptGoGoScopeIdempotency(connection: PostgresConnection, table: TableName, { keyPrefix, idempotencyKeyPrefix }: GoGoScopeKeys): Promise<void> {
+  const t = table.sql;
+  const text = (value: string) => `'${encodeText(value).replace(/'/g, "''")}'`;
+  const rekey =
+    keyPrefix === idempotencyKeyPrefix
+      ? ''
+      : `UPDATE ${t} SET key = ${text(keyPrefix)} || substr(key, ${[...idempotencyKeyPrefix].length + 1}) WHERE starts_with(key, ${text(idempotencyKeyPrefix)});`;
+  await ddl(connection, table, [
+    `IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '${t}'::regclass AND attname = 'status' AND NOT attisdropped) THEN
+      ALTER TABLE ${t}
+        ALTER COLUMN key TYPE TEXT COLLATE "C" USING replace(key, chr(1), chr(1) || '1'),
+        ALTER COLUMN value DROP NOT NULL,
+        ALTER COLUMN value TYPE TEXT USING value::text,
+        ADD COLUMN status TEXT NOT NULL DEFAULT 'completed' CHECK (status IN ('in-flight', 'completed')),
+        ADD COLUMN token TEXT,
+        ALTER COLUMN updated_at SET DEFAULT now();
+      ALTER TABLE ${t} ALTER COLUMN status DROP DEFAULT;
+      UPDATE ${t} SET updated_at = now() WHERE updated_at IS NULL;
+      ALTER TABLE ${t} ALTER COLUMN updated_at SET NOT NULL;
+      ${rekey}
+    END IF;`,
+  ]);
+}
+
 // --- inspection -----------------------------------------------------------------------------
 
 /**
@@ -163,12 +310,13 @@ function isAwaitlyLeaseTable(info: TableInfo): boolean {
 async function inspect(connection: PostgresConnection, tables: readonly TableName[]): Promise<Map<string, TableInfo>> {
   const { rows } = await connection.query(INSPECT.replace('$1', literalArray(tables.map((table) => table.sql))));
   const infos = new Map<string, TableInfo>();
-  for (const row of rows as { name: string; columns: ColumnInfo[]; primary_key: string[] | null; checks: string[]; byte_order: boolean }[]) {
+  for (const row of rows as { name: string; columns: ColumnInfo[]; primary_key: string[] | null; checks: string[]; dependents: string[]; byte_order: boolean }[]) {
     infos.set(row.name, {
       name: row.name,
       columns: new Map(row.columns.map((column) => [column.name, column])),
       primaryKey: row.primary_key ?? [],
       checks: row.checks,
+      dependents: row.dependents,
       byteOrderDefault: row.byte_order === true,
     });
   }
@@ -197,6 +345,12 @@ const INSPECT = `SELECT t.name,
     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
     WHERE p.conrelid = c.oid AND p.contype = 'p') AS primary_key,
   (SELECT coalesce(json_agg(p.conname), '[]') FROM pg_constraint p WHERE p.conrelid = c.oid AND p.contype = 'c') AS checks,
+  (SELECT coalesce(json_agg(DISTINCT x.what), '[]') FROM (
+      SELECT 'view ' || v.oid::regclass::text FROM pg_depend dep JOIN pg_rewrite r ON r.oid = dep.objid JOIN pg_class v ON v.oid = r.ev_class
+        WHERE dep.classid = 'pg_rewrite'::regclass AND dep.refclassid = 'pg_class'::regclass AND dep.refobjid = c.oid AND v.oid <> c.oid
+      UNION ALL
+      SELECT 'foreign key ' || quote_ident(f.conname) || ' of ' || f.conrelid::regclass::text FROM pg_constraint f
+        WHERE f.confrelid = c.oid AND f.contype = 'f') AS x(what)) AS dependents,
   (SELECT d.datcollate IN ('C', 'POSIX') AND coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c'
     FROM pg_database d WHERE d.datname = current_database()) AS byte_order
 FROM unnest($1::text[]) AS t(name)
@@ -222,11 +376,12 @@ export function claimLegacySnapshots(connection: PostgresConnection, table: Tabl
   if (!claim) {
     const stored = encodeText(prefix);
     const { lo, hi } = keyRange(stored);
+    const id = ADOPTED_SNAPSHOT_ID;
     claim = connection
       .query(
-        `UPDATE ${table.sql} AS s SET prefix = $1, id = substr(s.id, length($1) + 1), updated_at = date_trunc('milliseconds', s.updated_at)
-         WHERE s.prefix = '' AND s.id >= $2 AND s.id < $3 AND s.version = 1 AND length(s.id) > length($1)
-           AND NOT EXISTS (SELECT 1 FROM ${table.sql} AS o WHERE o.prefix = $1 AND o.id = substr(s.id, length($1) + 1))`,
+        `UPDATE ${table.sql} AS s SET prefix = $1, ${id} = substr(s.${id}, length($1) + 1), updated_at = date_trunc('milliseconds', s.updated_at)
+         WHERE s.prefix = '' AND s.${id} >= $2 AND s.${id} < $3 AND s.version = 1 AND length(s.${id}) > length($1)
+           AND NOT EXISTS (SELECT 1 FROM ${table.sql} AS o WHERE o.prefix = $1 AND o.${id} = substr(s.${id}, length($1) + 1))`,
         [stored, lo, hi],
       )
       .then(() => undefined);

@@ -1,5 +1,5 @@
 import { StowageError, type Capabilities } from '@stowage/core';
-import { adoptTables, claimLegacySnapshots } from './adopt.js';
+import { adoptTables, claimLegacySnapshots, snapshotIdColumn } from './adopt.js';
 import { PostgresConnection, type PostgresQueryResult, type PostgresStatement } from './connection.js';
 import { UNDEFINED_SCHEMA, UNDEFINED_TABLE, driverError, sqlState } from './errors.js';
 import type { PostgresSettings } from './options.js';
@@ -44,6 +44,8 @@ export interface StoreDatabase {
   bind(transaction: object): StoreDatabase;
   /** Runs `fn` in a new transaction on a client of the store's pool (see {@link PostgresDatabase.transaction}). */
   transaction<T>(fn: (client: TransactionClient) => Promise<T>): Promise<T>;
+  /** The id column of a snapshot table, once it is ready: `id`, or `snapshot_id` where adopted from awaitly-postgres. */
+  snapshotIdColumn(table: TableName): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -144,6 +146,10 @@ class TransactionDatabase implements StoreDatabase {
 
   transaction(): Promise<never> {
     return Promise.reject(new StowageError('E_INVALID_OPTION', 'this store is already inside a transaction'));
+  }
+
+  snapshotIdColumn(table: TableName): Promise<string> {
+    return this.#parent.snapshotIdColumn(table);
   }
 
   /** The view opened nothing: closing it closes nothing. */
@@ -284,6 +290,11 @@ export class PostgresDatabase implements StoreDatabase {
     this.#sweeps.push(this.#connection.sweep(table.key, job, this.#cleanupInterval));
   }
 
+  async snapshotIdColumn(table: TableName): Promise<string> {
+    await this.ready();
+    return snapshotIdColumn(this.#connection, table);
+  }
+
   /** Leaves the sweepers, ends the store's wake-ups; gives its share of the pool back (see `PostgresConnection.end`). */
   async close(): Promise<void> {
     for (const registration of this.#sweeps) registration();
@@ -308,10 +319,15 @@ export class PostgresDatabase implements StoreDatabase {
     return ready;
   }
 
-  /** Adopts existing tables (first creation only: a table created again was dropped, not legacy), creates the rest. */
+  /**
+   * Adopts existing tables (first creation only: a table created again was dropped, not legacy),
+   * creates the rest. The DDL names an adopted snapshot table's id column as the adoption left it.
+   */
   async #createTables(newerThan: number | undefined): Promise<void> {
     const found = newerThan === undefined ? await adoptTables(this.#connection, this.#tables) : [];
-    await ensureSchema(this.#connection, this.#creation, this.#tables, newerThan);
+    const adoptedSnapshots = new Set(this.#tables.filter(([kind], index) => kind === 'snapshots' && found[index]?.adopted).map(([, name]) => name.sql));
+    const creation = adoptedSnapshots.size === 0 ? this.#creation : storeDdl(this.#tables, { creating: true, adoptedSnapshots });
+    await ensureSchema(this.#connection, creation, this.#tables, newerThan);
     if (this.#snapshotPrefix === '') return;
     for (const [index, [kind, name]] of this.#tables.entries()) {
       if (kind === 'snapshots' && found[index]?.adopted) await claimLegacySnapshots(this.#connection, name, this.#snapshotPrefix);

@@ -144,6 +144,10 @@ function serverError(state: string, message: string, wrap: (code: StowageErrorCo
     // CREATE TABLE IF NOT EXISTS leaves a table of another layout as it is.
     return wrap('E_INVALID_OPTION', `${message} (the table exists with another layout than schemaSql() describes: a table of awaitly-postgres is upgraded by a store with autoCreate, any other needs a new table)`);
   }
+  if (state === '2BP01') {
+    // dependent_objects_still_exist: a view or foreign key of yours rests on what the statement changes.
+    return wrap('E_INVALID_OPTION', `${message} (objects of yours depend on the table: see the README on adopting tables)`);
+  }
   if (state === '42809') {
     return wrap('E_INVALID_OPTION', `${message} (the name is taken by an object that is not a table of this layout: choose another table name)`);
   }

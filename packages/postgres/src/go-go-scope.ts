@@ -2,8 +2,10 @@ import { StowageError } from '@stowage/core';
 import { describeType } from '@stowage/core/adapter';
 import { assertOptionsObject } from '@stowage/core/adapter';
 import { GO_GO_SCOPE_NAMES, goGoScopeProviders, type GoGoScopeNames, type GoGoScopeOptions, type GoGoScopePersistence } from '@stowage/core/go-go-scope';
+import { registerGoGoScopeIdempotency } from './adopt.js';
 import { PostgresConnection, type PostgresPool } from './connection.js';
 import { postgresSettings, type PostgresStoreOptions } from './options.js';
+import { TableName } from './schema.js';
 import { PostgresCacheProvider } from './stores/cache.js';
 import { PostgresCheckpointStore } from './stores/checkpoints.js';
 import { PostgresCircuitBreakerStore } from './stores/circuit-breaker.js';
@@ -14,6 +16,12 @@ import { PostgresLockProvider } from './stores/locks.js';
 export interface PostgresGoGoScopeOptions extends Omit<PostgresStoreOptions, 'table' | 'tableName'> {
   /** Table of each slot; default go-go-scope's own adapter's names (`go_goscope_locks`, …). */
   tables?: Partial<GoGoScopeNames>;
+  /**
+   * The `keyPrefix` go-go-scope's `PostgresIdempotencyAdapter` was given (default `''`, its own
+   * default). Its records are adopted under the key goGoScopePersistence uses: `keyPrefix`
+   * (go-go-scope's option) + their key without this prefix.
+   */
+  idempotencyKeyPrefix?: string;
 }
 
 /**
@@ -42,7 +50,21 @@ export function goGoScopePersistence(
   // One pool for every store: the given one, or one opened here and ended by `close()` after the stores.
   const connection = new PostgresConnection(settings.connection);
   // Each store gets that pool, and every other option as given (schema, autoCreate, …).
-  const { tables: _tables, url: _url, connectionString: _connectionString, existingPool: _existingPool, pool: _pool, ...shared } = options;
+  const {
+    tables: _tables,
+    idempotencyKeyPrefix = '',
+    url: _url,
+    connectionString: _connectionString,
+    existingPool: _existingPool,
+    pool: _pool,
+    ...shared
+  } = options;
+  const keyPrefix = goGoScope.keyPrefix ?? '';
+  if (typeof keyPrefix !== 'string' || typeof idempotencyKeyPrefix !== 'string') {
+    throw new StowageError('E_INVALID_OPTION', 'keyPrefix and idempotencyKeyPrefix must be strings');
+  }
+  // go-go-scope's own idempotency table, where it is, is adopted on first use (adopt.ts).
+  registerGoGoScopeIdempotency(connection.pool, new TableName(names.idempotency, options.schema), { keyPrefix, idempotencyKeyPrefix });
   const on = (table: string) => ({ ...shared, pool: connection.pool, table });
   return goGoScopeProviders(
     {

@@ -124,12 +124,21 @@ export class TableName {
  * created together with its table (see {@link sequenceDdl}); otherwise plain SQL, for
  * `schemaSql()`.
  */
-export function tableDdl(kind: TableKind, name: TableName, { creating = false }: { creating?: boolean } = {}): string[] {
+export function tableDdl(kind: TableKind, name: TableName, { creating = false, adopted = false }: { creating?: boolean; adopted?: boolean } = {}): string[] {
   const statements = [...tableOnlyDdl(kind, name, creating)];
   for (const [suffix, columns] of TABLE_INDEXES[kind]) {
-    statements.push(`CREATE INDEX IF NOT EXISTS ${name.derivedUnqualified(suffix)} ON ${name.sql} ${columns}`);
+    statements.push(`CREATE INDEX IF NOT EXISTS ${name.derivedUnqualified(suffix)} ON ${name.sql} ${indexColumns(kind, columns, adopted)}`);
   }
   return statements;
+}
+
+/**
+ * An index's column list on a table of `kind`; `adopted`: on a snapshot table adopted from
+ * awaitly-postgres, whose id column is `snapshot_id` (see adopt.ts). PostgreSQL resolves the
+ * columns of `CREATE INDEX IF NOT EXISTS` even when the index exists.
+ */
+export function indexColumns(kind: TableKind, columns: string, adopted: boolean): string {
+  return kind === 'snapshots' && adopted ? columns.replace(/\bid\b/, 'snapshot_id') : columns;
 }
 
 /**
@@ -396,12 +405,18 @@ function createSchemaStatement(schema: string): string {
   return `CREATE SCHEMA IF NOT EXISTS ${quoteIdentifier(schema)}`;
 }
 
-/** The DDL for one store's tables, schema first when one is given; `creating`: see {@link tableDdl}. */
-export function storeDdl(tables: ReadonlyArray<readonly [TableKind, TableName]>, options: { creating?: boolean } = {}): string[] {
+/**
+ * The DDL for one store's tables, schema first when one is given; `creating`: see
+ * {@link tableDdl}; `adoptedSnapshots`: the snapshot tables (quoted, qualified) adopted from awaitly-postgres.
+ */
+export function storeDdl(
+  tables: ReadonlyArray<readonly [TableKind, TableName]>,
+  { creating = false, adoptedSnapshots }: { creating?: boolean; adoptedSnapshots?: ReadonlySet<string> } = {},
+): string[] {
   const statements: string[] = [];
   const schemas = new Set(tables.map(([, name]) => name.schema).filter((schema) => schema !== undefined));
   for (const schema of schemas) statements.push(createSchemaStatement(schema));
-  for (const [kind, name] of tables) statements.push(...tableDdl(kind, name, options));
+  for (const [kind, name] of tables) statements.push(...tableDdl(kind, name, { creating, adopted: adoptedSnapshots?.has(name.sql) === true }));
   return statements;
 }
 
@@ -533,10 +548,13 @@ async function runDdl(connection: PostgresConnection, text: string, tables: Read
       return;
     } catch (error) {
       // Someone creating the same objects without the advisory lock (another tool, an older
-      // stowage) can still race us: the object exists now, so another pass succeeds.
+      // stowage) can still race us: the object exists now, so another pass succeeds. A deadlock
+      // (40P01) with another process's adoption (its CREATE INDEX CONCURRENTLY waits for this
+      // transaction, which waits for the table lock of `CREATE INDEX IF NOT EXISTS`) undid this
+      // transaction: it goes again once the build is over.
       const state = sqlState(error) ?? sqlState((error as { cause?: unknown }).cause);
       if (state === MISSING_SEQUENCE) throw missingSequenceError((error as Error).message, error);
-      if (attempt < 3 && (state === '42P07' || state === '23505' || state === '42710')) continue;
+      if (attempt < 3 && (state === '42P07' || state === '23505' || state === '42710' || state === '40P01')) continue;
       if (state === LOCK_NOT_AVAILABLE) {
         if (attempt < DDL_LOCK_ATTEMPTS) {
           await new Promise((resolve) => setTimeout(resolve, DDL_LOCK_TIMEOUT / 4));

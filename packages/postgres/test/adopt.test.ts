@@ -1,10 +1,23 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
 import type { JsonObject, WorkflowSnapshot } from '@stowage/core';
 import { findPostgresServer, startEmbeddedPostgres, type FoundBackend } from '@stowage/test-env';
 import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
-import { PostgresCheckpointStore, PostgresKeyValueStore, createPostgresPersistence, postgres } from '../src/index.js';
-import { awaitlyKeyValueDdl, awaitlyKeyValueDdlWithUpdatedAt, awaitlySave, awaitlySet, awaitlySnapshotDdl } from './support/legacy.js';
+import { PostgresCheckpointStore, PostgresKeyValueStore, createPostgresPersistence, goGoScopePersistence, postgres } from '../src/index.js';
+import { toStowageError } from '../src/errors.js';
+import {
+  awaitlyKeyValueDdl,
+  awaitlyKeyValueDdlWithUpdatedAt,
+  awaitlySave,
+  awaitlySet,
+  awaitlySnapshotDdl,
+  awaitlySnapshotStatements,
+  goGoScopePostgresDdl,
+  goGoScopePostgresWrites,
+} from './support/legacy.js';
 
 /**
  * Tables written by awaitly-postgres, created exactly as its docs show them and filled as it
@@ -196,7 +209,7 @@ for (const backend of backends) {
 
         const { columns, indexes } = await layout(admin, table);
         expect(columns.map((column) => [column.name, column.type, column.not_null, column.collation])).toEqual([
-          ['id', 'text', true, 'C'],
+          ['snapshot_id', 'text', true, 'C'], // renamed: awaitly-postgres's statements, which name id, fail
           ['snapshot', 'jsonb', true, null],
           ['updated_at', 'timestamp with time zone', true, null],
           ['prefix', 'text', true, 'C'],
@@ -204,13 +217,45 @@ for (const backend of backends) {
         ]);
         expect(indexes.filter((index) => index.primary).map((index) => index.name)).toEqual(['awaitly_snapshots_pkey_c']);
         expect(indexes.map((index) => [index.name, index.valid])).toContainEqual(['awaitly_snapshots_list_idx', true]);
-        const { rows } = await admin.query(`SELECT prefix, id, version FROM ${table} WHERE prefix = 'orders:' ORDER BY id`);
-        expect(rows.map((row) => [row.prefix, row.id])).toEqual([
+        const { rows } = await admin.query(`SELECT prefix, snapshot_id, version FROM ${table} WHERE prefix = 'orders:' ORDER BY snapshot_id`);
+        expect(rows.map((row) => [row.prefix, row.snapshot_id])).toEqual([
           ['orders:', 'wf-1'],
           ['orders:', 'wf-2'],
         ]);
       } finally {
         await Promise.all([orders.close(), plain.close()]);
+        await drop();
+      }
+    });
+
+    test("awaitly-postgres's own statements, still running after the switch, touch no other namespace: each is refused", async () => {
+      const { schema, admin, q, drop } = await legacySchema(awaitlySnapshotDdl());
+      const table = q('awaitly_snapshots');
+      for (const prefix of ['', 'payments:', 'shipping:']) await awaitlySave(admin, table, prefix, 'order-1001', snapshot('running', prefix || 'plain'));
+      const stores = ['', 'payments:', 'shipping:'].map((prefix) => postgres({ ...processOptions(schema), prefix }));
+      try {
+        await Promise.all(stores.map((store) => store.ready()));
+        // An old process (prefix '') finishing order-1001, and everything else it sends.
+        const outcomes: Record<string, string> = {};
+        for (const statement of awaitlySnapshotStatements(table, '', 'order-1001', snapshot('completed'))) {
+          outcomes[statement.name] = await admin.query(statement.text, statement.values).then(
+            (result) => `ran (${result.rowCount ?? 0} rows)`,
+            (error: { code?: string }) => `refused (${error.code})`,
+          );
+        }
+        expect(outcomes).toEqual({
+          'create table': 'ran (0 rows)', // IF NOT EXISTS: nothing
+          'create index': 'ran (0 rows)', // IF NOT EXISTS: nothing
+          save: 'refused (42703)',
+          load: 'refused (42703)',
+          list: 'refused (42703)',
+          delete: 'refused (42703)',
+        });
+        for (const [index, prefix] of ['', 'payments:', 'shipping:'].entries()) {
+          expect(await stores[index]!.load('order-1001')).toEqual(snapshot('running', prefix || 'plain'));
+        }
+      } finally {
+        await Promise.all(stores.map((store) => store.close()));
         await drop();
       }
     });
@@ -247,6 +292,73 @@ for (const backend of backends) {
       }
     });
 
+    // The worker process connects over TCP: the embedded PGlite lives in this process.
+    test.skipIf(backend.name === 'PGlite')('an upgrade SIGKILLed at random points, then run to the end, keeps every row', { timeout: 60_000 }, async () => {
+      const { schema, admin, q, drop } = await legacySchema(`${awaitlyKeyValueDdlWithUpdatedAt()};\n${awaitlySnapshotDdl()}`);
+      const rows = 20_000;
+      await admin.query(
+        `INSERT INTO ${q('awaitly_workflow_state')} (key, value, updated_at)
+         SELECT 'workflow:state:wf-' || g, 'v' || g, timestamptz '2024-01-01' + g * interval '1 microsecond' FROM generate_series(1, ${rows}) AS g`,
+      );
+      await admin.query(
+        `INSERT INTO ${q('awaitly_snapshots')} (id, snapshot) SELECT CASE WHEN g % 2 = 0 THEN 'orders:' ELSE '' END || 'wf-' || g, jsonb_build_object('n', g) FROM generate_series(1, ${rows}) AS g`,
+      );
+      // The catalog of both tables (columns, indexes, constraints): each change is a step of the upgrade.
+      const catalog = async () =>
+        (
+          await admin.query(
+            `SELECT string_agg(what, ',' ORDER BY what) AS signature FROM (
+               SELECT attname::text AS what FROM pg_attribute WHERE attrelid IN ($1::regclass, $2::regclass) AND attnum > 0 AND NOT attisdropped
+               UNION ALL SELECT indexrelid::regclass::text || indisvalid FROM pg_index WHERE indrelid IN ($1::regclass, $2::regclass)
+               UNION ALL SELECT conname::text FROM pg_constraint WHERE conrelid IN ($1::regclass, $2::regclass)) AS c`,
+            [q('awaitly_workflow_state'), q('awaitly_snapshots')],
+          )
+        ).rows[0].signature as string;
+      const worker = fileURLToPath(new URL('./support/adopt-worker.ts', import.meta.url));
+      const start = () => spawn(process.execPath, [worker], { env: { ...process.env, STOWAGE_WORKER_URL: url(), STOWAGE_WORKER_SCHEMA: schema }, stdio: ['ignore', 'pipe', 'inherit'] });
+      const kills: string[] = [];
+      try {
+        for (let round = 0; round < 5; round++) {
+          // Killed after a random number (0 to 5) of catalog changes: points in the upgrade's progress, not moments in time.
+          const changes = Math.floor(Math.random() * 6);
+          const child = start();
+          await printed(child, 'adopting');
+          let seen = 0;
+          let last = await catalog();
+          while (seen < changes && child.exitCode === null) {
+            const now = await catalog();
+            if (now !== last) seen++;
+            last = now;
+          }
+          const finished = child.exitCode !== null;
+          child.kill('SIGKILL');
+          await exited(child);
+          kills.push(finished ? 'none (it had finished)' : `after ${seen} change(s)`);
+        }
+        const last = start();
+        await printed(last, 'adopted');
+        expect(await exited(last)).toBe(0);
+        console.log(`[upgrade kill test] killed ${kills.join(', ')}`);
+
+        const counts = await admin.query(
+          `SELECT (SELECT count(*)::int FROM ${q('awaitly_workflow_state')}) AS kv, (SELECT count(*)::int FROM ${q('awaitly_snapshots')} WHERE prefix = 'orders:') AS orders,
+                  (SELECT count(*)::int FROM ${q('awaitly_snapshots')} WHERE prefix = '') AS plain`,
+        );
+        expect(counts.rows).toEqual([{ kv: rows, orders: rows / 2, plain: rows / 2 }]);
+        const kv = new PostgresKeyValueStore({ ...processOptions(schema), table: 'awaitly_workflow_state' });
+        const orders = postgres({ ...processOptions(schema), prefix: 'orders:' });
+        try {
+          expect(await kv.get(`workflow:state:wf-${rows}`)).toBe(`v${rows}`);
+          expect(await orders.load(`wf-${rows}`)).toEqual({ n: rows });
+        } finally {
+          await Promise.all([kv.close(), orders.close()]);
+        }
+        for (const table of ['awaitly_workflow_state', 'awaitly_snapshots']) expect((await layout(admin, q(table))).indexes.every((index) => index.valid)).toBe(true);
+      } finally {
+        await drop();
+      }
+    });
+
     test('an index an interrupted upgrade left invalid is built again', async () => {
       const { schema, admin, q, drop } = await legacySchema(awaitlyKeyValueDdl('legacy_kv'));
       await awaitlySet(admin, q('legacy_kv'), 'a', '1');
@@ -262,6 +374,84 @@ for (const backend of backends) {
         expect(rows[0]).toMatchObject({ valid: true, definition: expect.stringContaining('(expires_at) WHERE (expires_at IS NOT NULL)') });
       } finally {
         await kv.close();
+        await drop();
+      }
+    });
+
+    test('a table that views or foreign keys rest on is refused with E_INVALID_OPTION before anything changes; 2BP01 is a configuration error', async () => {
+      const { schema, admin, q, drop } = await legacySchema(`${awaitlyKeyValueDdl()};\n${awaitlySnapshotDdl()};
+        CREATE VIEW live_state AS SELECT key, expires_at FROM awaitly_workflow_state;
+        CREATE TABLE payments (workflow_id TEXT REFERENCES awaitly_snapshots (id))`);
+      await awaitlySet(admin, q('awaitly_workflow_state'), 'workflow:state:wf-1', 'v1', 3600);
+      await awaitlySave(admin, q('awaitly_snapshots'), '', 'wf-1', snapshot('running'));
+      const before = await Promise.all(['awaitly_workflow_state', 'awaitly_snapshots'].map((table) => layout(admin, q(table))));
+      const kv = new PostgresKeyValueStore({ ...processOptions(schema), table: 'awaitly_workflow_state' });
+      const snapshots = postgres(processOptions(schema));
+      try {
+        await expect(kv.get('workflow:state:wf-1')).rejects.toMatchObject({ code: 'E_INVALID_OPTION', message: expect.stringMatching(/view .*live_state.*Nothing was changed/) });
+        await expect(snapshots.load('wf-1')).rejects.toMatchObject({ code: 'E_INVALID_OPTION', message: expect.stringMatching(/foreign key .* of .*payments.*Nothing was changed/) });
+        expect(await Promise.all(['awaitly_workflow_state', 'awaitly_snapshots'].map((table) => layout(admin, q(table))))).toEqual(before);
+
+        // What PostgreSQL says when such an object is in the way (dependent_objects_still_exist) is a configuration error too.
+        const refused = await admin.query(`ALTER TABLE ${q('awaitly_snapshots')} DROP CONSTRAINT awaitly_snapshots_pkey`).catch((error: unknown) => error);
+        expect(toStowageError(refused)).toMatchObject({ code: 'E_INVALID_OPTION', cause: { code: '2BP01' } });
+
+        // Without them, the same stores adopt the tables.
+        await admin.query(`DROP VIEW ${q('live_state')}; DROP TABLE ${q('payments')}`);
+        expect(await kv.get('workflow:state:wf-1')).toBe('v1');
+        expect(await snapshots.load('wf-1')).toEqual(snapshot('running'));
+      } finally {
+        await Promise.all([kv.close(), snapshots.close()]);
+        await drop();
+      }
+    });
+
+    test("go-go-scope's own tables with rows: its idempotency table is adopted (a recorded charge is served, not run again); the others are refused loudly, unchanged", async () => {
+      const { schema, admin, q, drop } = await legacySchema(goGoScopePostgresDdl());
+      await goGoScopePostgresWrites(admin, schema, 'myapp:');
+      const refused = ['go_goscope_locks', 'go_goscope_circuit', 'go_goscope_cache', 'go_goscope_checkpoints'];
+      const before = await Promise.all(refused.map((table) => layout(admin, q(table))));
+      const persistence = goGoScopePersistence({ ...processOptions(schema) }, { keyPrefix: 'myapp:' });
+      try {
+        await expect(persistence.connect()).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
+        const { idempotency, ...others } = persistence.stores;
+        for (const store of Object.values(others)) {
+          await expect(ready(store)).rejects.toMatchObject({
+            code: 'E_INVALID_OPTION',
+            message: expect.stringContaining("go-go-scope's own PostgresAdapter"),
+          });
+        }
+        expect(await Promise.all(refused.map((table) => layout(admin, q(table))))).toEqual(before);
+
+        // go-go-scope looks the task's key up before running it: the recorded result is there,
+        // under goGoScopePersistence's key (keyPrefix + the key its PostgresIdempotencyAdapter used).
+        await ready(idempotency);
+        let charges = 0;
+        const charge = async (key: string) => {
+          const recorded = await persistence.idempotency.get(key);
+          if (recorded) return recorded.value;
+          charges++;
+          const result = [undefined, { chargeId: `ch_${charges + 1}` }];
+          await persistence.idempotency.set(key, result, 3_600_000);
+          return result;
+        };
+        expect(await charge('charge:order-1')).toEqual([null, { chargeId: 'ch_1' }]); // what go-go-scope's own adapter returned
+        expect(await charge('charge:order-2')).toEqual([undefined, { chargeId: 'ch_2' }]);
+        expect(await charge('charge:order-2')).toEqual([undefined, { chargeId: 'ch_2' }]);
+        expect(charges).toBe(1);
+        expect((await persistence.idempotency.get('charge:order-1'))!.expiresAt).toBeGreaterThan(Date.now());
+        const { rows } = await admin.query(`SELECT key, status FROM ${q('go_goscope_idempotency')} ORDER BY key`);
+        expect(rows).toEqual([
+          { key: 'myapp:charge:order-1', status: 'completed' },
+          { key: 'myapp:charge:order-2', status: 'completed' },
+        ]);
+        // A second start finds it adopted and changes nothing.
+        const again = goGoScopePersistence({ ...processOptions(schema) }, { keyPrefix: 'myapp:' });
+        await ready(again.stores.idempotency);
+        expect(await again.idempotency.get('charge:order-1')).toMatchObject({ value: [null, { chargeId: 'ch_1' }] });
+        await again.close();
+      } finally {
+        await persistence.close();
         await drop();
       }
     });
@@ -301,4 +491,27 @@ for (const backend of backends) {
       }
     });
   });
+}
+
+/** Resolves once `child` printed `line` (rejects if it exits first). */
+function printed(child: ChildProcess, line: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.split('\n').includes(line)) resolve();
+    });
+    child.once('exit', (code, signal) => reject(new Error(`the adoption process exited (${code ?? signal}) before printing ${line}: ${output}`)));
+  });
+}
+
+/** The exit code of `child` once it has exited (`null` when a signal ended it). */
+async function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+  return child.exitCode;
+}
+
+/** A store's `ready()` (every Postgres store has one; the contracts do not name it). */
+function ready(store: object): Promise<void> {
+  return (store as { ready(): Promise<void> }).ready();
 }

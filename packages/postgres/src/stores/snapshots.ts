@@ -1,5 +1,6 @@
 import { StowageError, type Capabilities, type LockingSnapshotStore, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
 import { SnapshotStoreBase, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
+import type { PostgresQueryResult } from '../connection.js';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
 import { toStowageError } from '../errors.js';
 import { decodeText, encodeText } from '../key-encoding.js';
@@ -52,7 +53,9 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
   readonly #db: StoreDatabase;
   /** The options the store was created with: its views inside transactions are created from them. */
   readonly #options: object;
-  readonly #sql: ReturnType<typeof snapshotStatements>;
+  readonly #table: TableName;
+  /** The table's statements, once its id column is known (see `snapshotIdColumn`). */
+  #sql: SnapshotStatements | undefined;
   /** `snapshotRetention.finishedAfter`, when given. */
   readonly #finishedAfter: number | undefined;
 
@@ -74,7 +77,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
     });
     this.#options = given;
     this.#db = db;
-    this.#sql = snapshotStatements(table);
+    this.#table = table;
     this.#finishedAfter = finishedAfter;
     if (workflowLock) this.#db.sweep(workflowLock.table, { key: 'leases:expired', run: () => this.clearExpiredLocks!() });
     if (finishedAfter !== undefined) {
@@ -91,7 +94,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
     return this.call('snapshots.clearFinished', async () => {
       const finishedAfter = this.#finishedAfter;
       if (finishedAfter === undefined) throw new StowageError('E_INVALID_OPTION', 'clearFinished needs the snapshotRetention: { finishedAfter } option');
-      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearFinished, [this.prefix, finishedAfter]), this.closeSignal);
+      return clearExpiredInBatches(() => this.#run('clearFinished', [this.prefix, finishedAfter]), this.closeSignal);
     });
   }
 
@@ -113,25 +116,25 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
   protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
     const values = [this.prefix, encodeText(id), document];
     if (expectedVersion === undefined) {
-      await this.#db.run(this.#sql.save, values);
+      await this.#run('save', values);
       return true;
     }
     const { rows } =
       expectedVersion === null
-        ? await this.#db.run(this.#sql.create, values)
-        : await this.#db.run(this.#sql.update, [...values, expectedVersion]);
+        ? await this.#run('create', values)
+        : await this.#run('update', [...values, expectedVersion]);
     return rows.length > 0;
   }
 
   protected async _load(id: string): Promise<StoredSnapshot | null> {
-    const { rows } = await this.#db.run(this.#sql.load, [this.prefix, encodeText(id)]);
+    const { rows } = await this.#run('load', [this.prefix, encodeText(id)]);
     if (rows.length === 0) return null;
     // pg parses `json` itself; a pool whose parser was turned off hands back the text.
     return { document: rows[0].snapshot, version: Number(rows[0].version), updatedAt: dateFromMs(rows[0].updated_at)! };
   }
 
   protected async _delete(id: string): Promise<void> {
-    await this.#db.run(this.#sql.delete, [this.prefix, encodeText(id)]);
+    await this.#run('delete', [this.prefix, encodeText(id)]);
   }
 
   /**
@@ -147,16 +150,22 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
     }
     // The cursor's time as epoch ms: compared exactly with `updated_at`, which is stored at ms precision.
     if (after !== null) values.push(after.updatedAt.getTime(), encodeText(after.id));
-    const statement =
-      idPrefix === ''
-        ? after === null
-          ? this.#sql.list
-          : this.#sql.listAfter
-        : after === null
-          ? this.#sql.listInRange
-          : this.#sql.listInRangeAfter;
-    const { rows } = await this.#db.run(statement, values);
+    const statement = idPrefix === '' ? (after === null ? 'list' : 'listAfter') : after === null ? 'listInRange' : 'listInRangeAfter';
+    const { rows } = await this.#run(statement, values);
     return rows.map((row: { id: string; updated_ms: number }) => ({ id: decodeText(row.id), updatedAt: dateFromMs(row.updated_ms)! }));
+  }
+
+  /**
+   * Runs one of the table's statements. The first call learns the table's id column (`id`, or
+   * `snapshot_id` in a table adopted from awaitly-postgres) once the table is ready; every later
+   * call sends its statement at once.
+   */
+  #run(statement: keyof SnapshotStatements, values: unknown[]): Promise<PostgresQueryResult> {
+    if (this.#sql !== undefined) return this.#db.run(this.#sql[statement], values);
+    return this.#db.snapshotIdColumn(this.#table).then((column) => {
+      this.#sql ??= snapshotStatements(this.#table, column);
+      return this.#db.run(this.#sql[statement], values);
+    });
   }
 
   protected override toStowageError(error: unknown): unknown {
@@ -176,29 +185,32 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
  * the order of the list index `(prefix, updated_at DESC, id)` and stops after `$2` rows; ordered
  * by the computed column, every listing read and sorted all of the prefix's rows.
  */
-export function snapshotStatements(table: TableName) {
+export type SnapshotStatements = ReturnType<typeof snapshotStatements>;
+
+/** `id`: the table's id column (`snapshot_id` in a table adopted from awaitly-postgres). */
+export function snapshotStatements(table: TableName, id = 'id') {
   const t = table.sql;
   const version = nextval(table.derived('version_seq'));
-  const insert = `INSERT INTO ${t} AS s (prefix, id, snapshot, version, updated_at) VALUES ($1, $2, $3::json, ${version}, ${NOW_MS})`;
+  const insert = `INSERT INTO ${t} AS s (prefix, ${id}, snapshot, version, updated_at) VALUES ($1, $2, $3::json, ${version}, ${NOW_MS})`;
   // $1 the store's prefix, $2 the page size.
-  const list = `SELECT s.id, ${epochMs('s.updated_at')} AS updated_ms FROM ${t} AS s WHERE s.prefix = $1`;
-  const order = `ORDER BY s.updated_at DESC, s.id LIMIT $2`;
+  const list = `SELECT s.${id} AS id, ${epochMs('s.updated_at')} AS updated_ms FROM ${t} AS s WHERE s.prefix = $1`;
+  const order = `ORDER BY s.updated_at DESC, s.${id} LIMIT $2`;
   // After the cursor (epoch ms, id) in list order. `s.updated_at <= time` is what lets the
   // index scan start at the cursor rather than at the newest row.
-  const afterCursor = (ms: string, id: string) => {
+  const afterCursor = (ms: string, cursorId: string) => {
     const time = timestampFromMs(ms);
-    return `s.updated_at <= ${time} AND (s.updated_at < ${time} OR s.id > ${id})`;
+    return `s.updated_at <= ${time} AND (s.updated_at < ${time} OR s.${id} > ${cursorId})`;
   };
-  const idRange = inKeyRange('s.id', '$3', '$4');
+  const idRange = inKeyRange(`s.${id}`, '$3', '$4');
   return {
-    save: `${insert} ON CONFLICT (prefix, id) DO UPDATE SET snapshot = EXCLUDED.snapshot, version = ${version}, updated_at = EXCLUDED.updated_at`,
+    save: `${insert} ON CONFLICT (prefix, ${id}) DO UPDATE SET snapshot = EXCLUDED.snapshot, version = ${version}, updated_at = EXCLUDED.updated_at`,
     // save(…, { expectedVersion: null })
-    create: `${insert} ON CONFLICT (prefix, id) DO NOTHING RETURNING version`,
+    create: `${insert} ON CONFLICT (prefix, ${id}) DO NOTHING RETURNING version`,
     // save(…, { expectedVersion })
     update: `UPDATE ${t} SET snapshot = $3::json, version = ${version}, updated_at = ${NOW_MS}
-      WHERE prefix = $1 AND id = $2 AND version = $4 RETURNING version`,
-    load: `SELECT snapshot, version, ${epochMs('updated_at')} AS updated_at FROM ${t} WHERE prefix = $1 AND id = $2`,
-    delete: `DELETE FROM ${t} WHERE prefix = $1 AND id = $2`,
+      WHERE prefix = $1 AND ${id} = $2 AND version = $4 RETURNING version`,
+    load: `SELECT snapshot, version, ${epochMs('updated_at')} AS updated_at FROM ${t} WHERE prefix = $1 AND ${id} = $2`,
+    delete: `DELETE FROM ${t} WHERE prefix = $1 AND ${id} = $2`,
     list: `${list} ${order}`,
     listAfter: `${list} AND ${afterCursor('$3', '$4')} ${order}`,
     // list({ prefix }): ids from $3 (inclusive) to $4 (exclusive).

@@ -62,3 +62,99 @@ export async function awaitlySave(client: pg.Pool | pg.Client, table: string, pr
     [prefix + id, JSON.stringify(snapshot)],
   );
 }
+
+/**
+ * Every statement awaitly-postgres's snapshot store (`postgres()`) sends, as its source has them
+ * (`ensureTable`, `save`, `load`, `list`, `delete`), for a store with `prefix` and the workflow `id`.
+ */
+export function awaitlySnapshotStatements(table: string, prefix: string, id: string, snapshot: object): { name: string; text: string; values?: unknown[] }[] {
+  const bare = table.slice(table.lastIndexOf('.') + 1);
+  return [
+    { name: 'create table', text: `CREATE TABLE IF NOT EXISTS ${table} (id TEXT PRIMARY KEY, snapshot JSONB NOT NULL, updated_at TIMESTAMPTZ DEFAULT NOW())` },
+    { name: 'create index', text: `CREATE INDEX IF NOT EXISTS ${bare}_updated_at_idx ON ${table} (updated_at DESC)` },
+    {
+      name: 'save',
+      text: `INSERT INTO ${table} (id, snapshot, updated_at) VALUES ($1, $2, NOW()) ON CONFLICT (id) DO UPDATE SET snapshot = $2, updated_at = NOW()`,
+      values: [prefix + id, JSON.stringify(snapshot)],
+    },
+    { name: 'load', text: `SELECT snapshot FROM ${table} WHERE id = $1`, values: [prefix + id] },
+    { name: 'list', text: `SELECT id, updated_at FROM ${table} WHERE id LIKE $1 ORDER BY updated_at DESC LIMIT $2`, values: [`${prefix}%`, 100] },
+    { name: 'delete', text: `DELETE FROM ${table} WHERE id = $1`, values: [prefix + id] },
+  ];
+}
+
+/**
+ * The tables go-go-scope 2.9's own PostgreSQL adapters create, as their `connect()` runs it
+ * (`PostgresAdapter`: locks, circuit, cache; `PostgresIdempotencyAdapter`: idempotency). Its
+ * `PostgresAdapter` writes `go_goscope_checkpoints` (`ON CONFLICT (id)`) without creating it:
+ * here it has the layout of go-go-scope's MySQL and SQLite adapters, in PostgreSQL types.
+ */
+export function goGoScopePostgresDdl(): string {
+  return `CREATE TABLE IF NOT EXISTS go_goscope_locks (
+  key TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  expires_at TIMESTAMP NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_locks_expires ON go_goscope_locks(expires_at);
+CREATE TABLE IF NOT EXISTS go_goscope_circuit (
+  key TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  failure_count INTEGER NOT NULL DEFAULT 0,
+  last_failure_time TIMESTAMP,
+  last_success_time TIMESTAMP,
+  updated_at TIMESTAMP NOT NULL DEFAULT NOW()
+);
+CREATE INDEX IF NOT EXISTS idx_circuit_updated ON go_goscope_circuit(updated_at);
+CREATE TABLE IF NOT EXISTS go_goscope_cache (
+  key TEXT PRIMARY KEY,
+  value JSONB NOT NULL,
+  expires_at TIMESTAMP,
+  accessed_at TIMESTAMP DEFAULT NOW()
+);
+CREATE INDEX IF NOT EXISTS idx_cache_expires ON go_goscope_cache(expires_at);
+CREATE TABLE IF NOT EXISTS go_goscope_idempotency (
+  key VARCHAR(255) PRIMARY KEY,
+  value JSONB NOT NULL,
+  expires_at TIMESTAMP WITH TIME ZONE,
+  created_at TIMESTAMP WITH TIME ZONE DEFAULT CURRENT_TIMESTAMP,
+  updated_at TIMESTAMP WITH TIME ZONE DEFAULT CURRENT_TIMESTAMP
+);
+CREATE INDEX IF NOT EXISTS idx_idempotency_expires ON go_goscope_idempotency(expires_at) WHERE expires_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS go_goscope_checkpoints (
+  id TEXT PRIMARY KEY,
+  task_id TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  timestamp BIGINT NOT NULL,
+  progress INTEGER NOT NULL DEFAULT 0,
+  data JSONB NOT NULL,
+  estimated_time_remaining BIGINT,
+  created_at TIMESTAMPTZ DEFAULT NOW()
+)`;
+}
+
+/** One write of each of go-go-scope's own PostgreSQL adapters, with its statements (`keyPrefix` as given to them). */
+export async function goGoScopePostgresWrites(client: pg.Pool, schema: string, keyPrefix: string): Promise<void> {
+  const t = (name: string) => `${schema}.${name}`;
+  await client.query(`INSERT INTO ${t('go_goscope_locks')} (key, owner, expires_at) VALUES ($1, $2, $3)`, [`${keyPrefix}lock:resource:123`, 'worker-1', new Date(Date.now() + 60_000)]);
+  await client.query(
+    `INSERT INTO ${t('go_goscope_circuit')} (key, state, failure_count, last_failure_time, last_success_time, updated_at) VALUES ($1, $2, $3, $4, $5, NOW())
+     ON CONFLICT (key) DO UPDATE SET state = EXCLUDED.state, failure_count = EXCLUDED.failure_count, last_failure_time = EXCLUDED.last_failure_time,
+       last_success_time = EXCLUDED.last_success_time, updated_at = EXCLUDED.updated_at`,
+    [`${keyPrefix}circuit:payments-api`, 'open', 5, new Date().toISOString(), null],
+  );
+  await client.query(
+    `INSERT INTO ${t('go_goscope_cache')} (key, value, expires_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at`,
+    [`${keyPrefix}cache:user:1`, JSON.stringify({ name: 'Ada' }), null],
+  );
+  // PostgresIdempotencyAdapter with its default (no) keyPrefix: a task's recorded result tuple.
+  await client.query(
+    `INSERT INTO ${t('go_goscope_idempotency')} (key, value, expires_at, updated_at) VALUES ($1, $2, $3, CURRENT_TIMESTAMP)
+     ON CONFLICT (key) DO UPDATE SET value = $2, expires_at = $3, updated_at = CURRENT_TIMESTAMP`,
+    ['charge:order-1', JSON.stringify([undefined, { chargeId: 'ch_1' }]), new Date(Date.now() + 3_600_000).toISOString()],
+  );
+  await client.query(
+    `INSERT INTO ${t('go_goscope_checkpoints')} (id, task_id, sequence, timestamp, progress, data, estimated_time_remaining) VALUES ($1, $2, $3, $4, $5, $6, $7)
+     ON CONFLICT (id) DO UPDATE SET progress = EXCLUDED.progress, data = EXCLUDED.data, estimated_time_remaining = EXCLUDED.estimated_time_remaining`,
+    ['cp-1', 'import-42', 1, Date.now(), 10, JSON.stringify({ offset: 1000 }), null],
+  );
+}
