@@ -1,6 +1,7 @@
 import { StowageError, richCodec } from '@stowage/core';
 import { ObjectId, type AnyBulkWriteOperation, type Collection, type Db, type Document, type MongoClient } from 'mongodb';
 import { isDuplicateKeyError, statementsToRetry } from './errors.js';
+import { onPrimary } from './schema.js';
 
 /*
  * Collections that go-go-scope's own MongoDB adapters (`MongoDBAdapter`,
@@ -107,15 +108,15 @@ export async function adoptGoGoScope(db: Db, adoption: GoGoScopeAdoption): Promi
   const works: SlotWork[] = [];
   for (const { slot, source, target } of adoption.slots) {
     const inPlace = source === target;
-    const collection = db.collection(source);
+    const collection = onPrimary(db, source);
     const doomed = inPlace
       ? (await existingIndexes(collection)).filter((index) => isUniqueOnKey(index) || (slot === 'lock' && typeof index.expireAfterSeconds === 'number'))
       : [];
-    const staging = inPlace && slot === 'checkpoint' ? db.collection(`${source}${STAGING_SUFFIX}`) : undefined;
+    const staging = inPlace && slot === 'checkpoint' ? onPrimary(db, `${source}${STAGING_SUFFIX}`) : undefined;
     const hasDocuments = (await collection.findOne(GO_GO_SCOPE_IDS, { projection: { _id: 1 } })) !== null;
     const staged = staging !== undefined && (await staging.findOne({}, { projection: { _id: 1 } })) !== null;
     if (doomed.length > 0 || hasDocuments || staged) {
-      works.push({ slot, source: collection, target: db.collection(target), inPlace, staging, doomed, convert: converter(slot, adoption) });
+      works.push({ slot, source: collection, target: onPrimary(db, target), inPlace, staging, doomed, convert: converter(slot, adoption) });
     }
   }
   if (works.length === 0) return;

@@ -419,9 +419,10 @@ async function existingIndexes(db: Db, collection: string): Promise<Document[]> 
 
 /**
  * The collection, read on the primary whatever the client's read preference: a secondary may not
- * have the collection or the index just created yet, and start-up would refuse what is there.
+ * have the collection or the index just created yet, and start-up would refuse what is there;
+ * adoption moves what the primary holds.
  */
-const onPrimary = (db: Db, collection: string) => db.collection(collection, { readPreference: 'primary' });
+export const onPrimary = (db: Db, collection: string) => db.collection(collection, { readPreference: 'primary' });
 const isLockKind = (kind: MongoCollectionKind) => kind === 'locks' || kind === 'workflowLocks';
 const wantsTtl = (spec: MongoCollectionSpec) => spec.indexes.some((index) => index.expireAfterSeconds !== undefined);
 
