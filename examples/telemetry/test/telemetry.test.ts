@@ -65,7 +65,15 @@ interface Expected {
   collections: Record<'kv' | 'cache' | 'locks' | 'process', string | undefined>;
   /** Calls beyond the workload's own (a `ready()` before it). */
   extraCalls?: Record<string, number>;
+  /** The database and server of the URL the stores were opened on (`db.namespace`, `server.*`). */
+  server?: { namespace: string; address: string; port: number };
   wakeups: number;
+}
+
+/** What a store reports of `url`: its database (or `database`), first host and port. */
+function serverOf(url: string, database?: string): Expected['server'] {
+  const parsed = new URL(url);
+  return { namespace: database ?? decodeURIComponent(parsed.pathname.slice(1)), address: parsed.hostname, port: Number(parsed.port) };
 }
 
 function operationOf(span: ReadableSpan): string {
@@ -83,6 +91,10 @@ function checkSpans(all: readonly ReadableSpan[], expected: Expected): void {
     // The semantic conventions' database span name: "{db.operation.name} {db.collection.name}".
     expect(span.name).toBe(collection === undefined ? operation : `${operation} ${collection}`);
     expect(span.attributes['db.collection.name']).toBe(collection);
+    if (expected.server !== undefined) {
+      expect(span.attributes['db.namespace']).toBe(expected.server.namespace);
+      expect([span.attributes['server.address'], span.attributes['server.port']]).toEqual([expected.server.address, expected.server.port]);
+    }
     expect(span.attributes).not.toHaveProperty('db.system'); // deprecated: db.system.name only
     expect(span.attributes['stowage.store']).toMatch(/^(Memory|Postgres|Mongo)[A-Za-z]+$/);
     expect(span.attributes).not.toHaveProperty('stowage.key'); // keys only when asked for (includeKeys)
@@ -206,6 +218,7 @@ describe('the run on a PostgreSQL server', () => {
       kind: SpanKind.CLIENT,
       collections: { kv: 'awaitly_workflow_state', cache: 'stowage_cache', locks: 'stowage_locks', process: 'stowage_process_items' },
       extraCalls: { 'locks.ready': 1 },
+      server: serverOf(server.url),
       wakeups: 1, // the release's NOTIFY woke the waiter, long before its 60 s poll
     };
     checkSpans(spans, expected);
@@ -252,6 +265,7 @@ describe('the run on MongoDB (jongodb)', () => {
       system: 'mongodb',
       kind: SpanKind.CLIENT,
       collections: { kv: 'workflow_state', cache: 'stowage_cache', locks: 'stowage_locks', process: 'stowage_process' },
+      server: serverOf(server.url, `telemetry_${process.pid}`),
       wakeups: 1, // no change streams on jongodb: the release through the same provider hands the lock on
     };
     checkSpans(spans, expected);

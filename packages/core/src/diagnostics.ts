@@ -17,6 +17,10 @@ export interface StoreIdentity {
   readonly system?: string;
   /** The table or collection the store works on (schema-qualified when a schema was given). */
   readonly collection?: string;
+  /** The database's name (OpenTelemetry's `db.namespace`), where the settings name it. */
+  readonly namespace?: string;
+  /** The server's host and port (`server.address`, `server.port`), where the settings name them; never credentials. */
+  readonly server?: { readonly address: string; readonly port?: number };
 }
 
 /** The channel names, for `diagnostics_channel.subscribe` / `tracingChannel`. */

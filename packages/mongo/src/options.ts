@@ -94,9 +94,10 @@ export function parseStoreOptions(options: unknown, kind: MongoCollectionKind, w
   }
   const database = given.database;
   if (database !== undefined) assertValidDatabaseName(database);
+  const source = connectionSource(given, database);
   return {
-    identity: { name: what, system: 'mongodb', collection },
-    source: connectionSource(given, database),
+    identity: { name: what, system: 'mongodb', collection, ...serverOf(source, database) },
+    source,
     database,
     collection,
     autoCreate: booleanOption(given.autoCreate, 'autoCreate', true),
@@ -133,6 +134,32 @@ function connectionSource(options: MongoConnectionOptions, database: string | un
   const clientOptions = options.clientOptions ?? {};
   assertOptionsObject(clientOptions, 'clientOptions');
   return { url, clientOptions };
+}
+
+/**
+ * The database and the (first) server the settings name, for telemetry (`db.namespace`,
+ * `server.address`, `server.port`); never credentials. A database left to the driver's
+ * default is left out rather than guessed.
+ */
+function serverOf(source: ConnectionSource, database: string | undefined): Pick<StoreIdentity, 'namespace' | 'server'> {
+  let host: { host?: string; port?: number } | undefined;
+  let named = database;
+  if ('db' in source) named ??= source.db.databaseName;
+  else if ('client' in source) {
+    const options = source.client.options as { hosts?: { host?: string; port?: number }[]; dbName?: string } | undefined;
+    host = options?.hosts?.[0];
+    named ??= options?.dbName;
+  } else {
+    // mongodb://user:password@host1:27017,host2/database?options: the first host, and the path
+    const match = /^mongodb(?:\+srv)?:\/\/(?:[^@/]*@)?([^,/?]+)(?:[^/?]*)(?:\/([^?]*))?/.exec(source.url);
+    const [address, port] = (match?.[1] ?? '').split(/:(?=\d+$)/);
+    if (address) host = { host: address, ...(port !== undefined && { port: Number(port) }) };
+    named ??= match?.[2] ? decodeURIComponent(match[2]) : undefined;
+  }
+  return {
+    ...(named !== undefined && named !== '' && { namespace: named }),
+    ...(host?.host !== undefined && { server: { address: host.host, ...(host.port !== undefined && { port: host.port }) } }),
+  };
 }
 
 const FORBIDDEN_IN_DATABASE_NAMES = /[/\\. "$*<>:|?]/;

@@ -150,8 +150,27 @@ export function postgresSettings<T extends PostgresStoreOptions>(options: T | st
 }
 
 /** What a store tells the kit about itself: its name in errors and, for telemetry, the database and its main table. */
-export function storeIdentity(name: string, table: TableName): StoreIdentity {
-  return { name, system: 'postgresql', collection: table.qualifiedName };
+export function storeIdentity(name: string, table: TableName, settings: PostgresSettings): StoreIdentity {
+  return { name, system: 'postgresql', collection: table.qualifiedName, ...serverOf(settings.connection) };
+}
+
+/**
+ * The database and server the settings name, for telemetry (`db.namespace`, `server.address`,
+ * `server.port`): from the URL, which `pg` lets win over the fields, else the fields; a pool
+ * passed in, from its options. What the settings leave to `pg`'s defaults or the environment
+ * (`PGHOST`…) is left out rather than guessed. Never the user or the password.
+ */
+function serverOf(source: ConnectionSource): Pick<StoreIdentity, 'namespace' | 'server'> {
+  const config = ('pool' in source ? (source.pool as { options?: Record<string, unknown> }).options : source.config) ?? {};
+  const url = typeof config.connectionString === 'string' ? parseUrl(config.connectionString, 'postgresql://localhost') : null;
+  const text = (value: unknown) => (typeof value === 'string' && value !== '' ? value : undefined);
+  const database = text(url && decodeURIComponent(url.pathname.slice(1))) ?? text(config.database);
+  const host = text(url?.hostname) ?? text(config.host);
+  const port = Number(text(url?.port) ?? config.port);
+  return {
+    ...(database !== undefined && { namespace: database }),
+    ...(host !== undefined && { server: { address: host, ...(Number.isInteger(port) && { port }) } }),
+  };
 }
 
 /** `cleanupInterval` as given: a positive integer of ms a timer can wait; `false`/`0` off; absent the default. */

@@ -285,6 +285,11 @@ function storeAttributes(store: StoreIdentity): Attributes {
     const attributes: Attributes = {};
     if (store.system !== undefined) attributes['db.system.name'] = store.system;
     if (store.collection !== undefined) attributes['db.collection.name'] = store.collection;
+    if (store.namespace !== undefined) attributes['db.namespace'] = store.namespace;
+    if (store.server !== undefined) {
+      attributes['server.address'] = store.server.address;
+      if (store.server.port !== undefined) attributes['server.port'] = store.server.port;
+    }
     return attributes;
   });
 }

@@ -88,7 +88,7 @@ export class PostgresProcessBackend extends ProcessBackendBase {
     const transitions = settings.table('processTransitions', given.transitionsTable);
     const wakeups = booleanOption(given.wakeups, 'wakeups', true);
     const historyRetention = retentionOf(given.historyRetention, 'historyRetention');
-    super(storeIdentity('PostgresProcessBackend', items));
+    super(storeIdentity('PostgresProcessBackend', items, settings));
     this.#options = given;
     this.#db = storeDatabase(given, settings, [
       ['processItems', items],

@@ -26,7 +26,7 @@ export class PostgresCacheProvider extends CacheProviderBase {
   constructor(options: PostgresCacheProviderOptions | string) {
     const { options: given, settings } = postgresSettings(options);
     const table = settings.mainTable('cache');
-    super(storeIdentity('PostgresCacheProvider', table), { prefix: given.prefix, defaultTtl: given.defaultTtl, codec: given.codec, coalesce: given.coalesce });
+    super(storeIdentity('PostgresCacheProvider', table, settings), { prefix: given.prefix, defaultTtl: given.defaultTtl, codec: given.codec, coalesce: given.coalesce });
     this.#db = new PostgresDatabase(settings, [['cache', table]]);
     this.#sql = cacheStatements(table.sql);
     // Each cache clears its own prefix (on the (prefix, expires_at) index): one job per prefix.

@@ -34,7 +34,7 @@ export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreB
   constructor(options: PostgresCheckpointStoreOptions | string) {
     const { options: given, settings } = postgresSettings(options);
     const table = settings.mainTable('checkpoints');
-    super(storeIdentity('PostgresCheckpointStore', table), { codec: given.codec, onDuplicate: given.onDuplicate });
+    super(storeIdentity('PostgresCheckpointStore', table, settings), { codec: given.codec, onDuplicate: given.onDuplicate });
     this.#options = given;
     this.#db = storeDatabase(given, settings, [['checkpoints', table]]);
     this.#sql = checkpointStatements(table.sql);

@@ -25,7 +25,7 @@ export class PostgresCircuitBreakerStore extends CircuitBreakerStoreBase {
   constructor(options: PostgresCircuitBreakerStoreOptions | string) {
     const { settings } = postgresSettings(options);
     const table = settings.mainTable('circuitBreaker');
-    super(storeIdentity('PostgresCircuitBreakerStore', table));
+    super(storeIdentity('PostgresCircuitBreakerStore', table, settings));
     this.#db = new PostgresDatabase(settings, [['circuitBreaker', table]]);
     this.#sql = circuitStatements(table.sql);
   }

@@ -26,7 +26,7 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
   constructor(options: PostgresIdempotencyStoreOptions | string) {
     const { options: given, settings } = postgresSettings(options);
     const table = settings.mainTable('idempotency');
-    super(storeIdentity('PostgresIdempotencyStore', table), { codec: given.codec });
+    super(storeIdentity('PostgresIdempotencyStore', table, settings), { codec: given.codec });
     this.#options = given;
     this.#db = storeDatabase(given, settings, [['idempotency', table]]);
     this.#sql = idempotencyStatements(table.sql);

@@ -44,7 +44,7 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
   constructor(options: PostgresKeyValueStoreOptions | string) {
     const { options: given, settings } = postgresSettings(options);
     const table = settings.mainTable('kv');
-    super(storeIdentity('PostgresKeyValueStore', table), { coalesce: given.coalesce });
+    super(storeIdentity('PostgresKeyValueStore', table, settings), { coalesce: given.coalesce });
     this.#options = given;
     this.#db = storeDatabase(given, settings, [['kv', table]]);
     this.#sql = keyValueStatements(table);

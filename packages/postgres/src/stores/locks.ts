@@ -32,7 +32,7 @@ export class PostgresLockProvider extends LockProviderBase {
     const wakeups = booleanOption(given.wakeups, 'wakeups', true);
     const db = new PostgresDatabase(settings, [['locks', table]]);
     const leases = new LeaseTable(db, table, { wakeups });
-    super(storeIdentity('PostgresLockProvider', table), leases);
+    super(storeIdentity('PostgresLockProvider', table, settings), leases);
     this.#db = db;
     this.#leases = leases;
     this.#db.sweep(table, { key: 'leases:expired', run: () => this.clearExpired() });

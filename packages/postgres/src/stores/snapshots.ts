@@ -71,7 +71,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
     const tables: [TableKind, TableName][] = [['snapshots', table]];
     if (workflowLock) tables.push(['workflowLocks', workflowLock.table]);
     const db = storeDatabase(given, settings, tables, { snapshotPrefix: typeof given.prefix === 'string' ? given.prefix : '' });
-    super(storeIdentity('PostgresSnapshotStore', table), {
+    super(storeIdentity('PostgresSnapshotStore', table, settings), {
       prefix: given.prefix,
       ...(workflowLock && { workflowLeases: new LeaseTable(db, workflowLock.table), lockTtl: workflowLock.ttl }),
     });
