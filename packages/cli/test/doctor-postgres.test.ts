@@ -180,7 +180,8 @@ describe.each([
     expect(plan.stdout).toContain('  - add column version BIGINT NOT NULL DEFAULT 1');
     expect(plan.stdout).toContain('  - expires_at TIMESTAMP -> TIMESTAMPTZ');
     expect(plan.stdout).toContain(`"${schema}"."awaitly_snapshots": awaitly-postgres's snapshot table`);
-    expect(plan.stdout).toContain('  - primary key (prefix, id), id COLLATE "C"');
+    expect(plan.stdout).toContain('  - rename id to snapshot_id, so that awaitly-postgres code still running fails');
+    expect(plan.stdout).toContain('  - primary key (prefix, snapshot_id), snapshot_id COLLATE "C"');
     // --dry-run changed nothing.
     const columns = await client.query(`SELECT count(*)::int AS n FROM information_schema.columns WHERE table_schema = $1 AND column_name = 'version'`, [schema]);
     expect(columns.rows[0].n).toBe(0);

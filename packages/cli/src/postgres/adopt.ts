@@ -37,11 +37,13 @@ function planOf(state: TableState): AdoptionPlanItem {
     if (has(name) && !state.columns.get(name)!.notNull) changes.push(`${name} NOT NULL (CHECK … NOT VALID, validated without blocking writes)`);
   }
   if (has('updated_at')) changes.push(`updated_at to milliseconds, NULL to now(): about ${state.rows} rows in ${batches} batch(es) of ${BLOCKS_PER_BATCH} blocks`);
-  const key = kv ? 'key' : 'id';
+  const key = kv ? 'key' : state.columns.has('id') ? 'id' : 'snapshot_id';
   const collation = state.columns.get(key)?.collation;
   const byteOrder = collation === 'C' || collation === 'POSIX' || (collation === 'default' && state.byteOrderDefault);
-  if (!kv && state.primaryKey.join(',') !== 'prefix,id') changes.push('primary key (prefix, id), id COLLATE "C": unique index built CONCURRENTLY, then attached');
-  else if (!byteOrder) changes.push(`${key} COLLATE "C" (byte order for key ranges): unique index built CONCURRENTLY, then attached`);
+  if (key === 'id') changes.push('rename id to snapshot_id, so that awaitly-postgres code still running fails instead of reaching every prefix (catalog change)');
+  if (!kv && !['prefix,id', 'prefix,snapshot_id'].includes(state.primaryKey.join(','))) {
+    changes.push('primary key (prefix, snapshot_id), snapshot_id COLLATE "C": unique index built CONCURRENTLY, then attached');
+  } else if (!byteOrder) changes.push(`${kv ? key : 'snapshot_id'} COLLATE "C" (byte order for key ranges): unique index built CONCURRENTLY, then attached`);
   const wanted = kv ? ['expires_at_idx', 'recent_idx'] : ['list_idx'];
   for (const suffix of wanted) if (!index(suffix)) changes.push(`index <table>_${suffix} built CONCURRENTLY`);
   return {

@@ -62,28 +62,29 @@ function missing<T>(table: string): Page<T> {
  * each with its live lease. Exported for the test that checks its plan (an index scan that
  * stops after the page, wherever the cursor points).
  */
-export function workflowsQuery(tables: Tables, hasLeases: boolean, query: InspectQuery): { text: string; values: unknown[] } {
+export function workflowsQuery(tables: Tables, hasLeases: boolean, query: InspectQuery, idColumn = 'id'): { text: string; values: unknown[] } {
   const t = tables.snapshots!;
+  const sid = `s.${idColumn}`;
   const where = new Where();
   if (query.namespace !== undefined) where.conditions.push(`s.prefix = ${where.param(query.namespace)}`);
-  if (query.prefix !== undefined) startsWith(where, 's.id', query.prefix);
+  if (query.prefix !== undefined) startsWith(where, sid, query.prefix);
   // awaitly-postgres's tables keep snapshots in jsonb: reading through ::json serves both.
   const doc = 's.snapshot::json';
   if (query.status !== undefined) where.conditions.push(`coalesce(${doc} -> 'execution' ->> 'status', 'unknown') = ${where.param(query.status)}`);
   if (query.olderThanMs !== undefined) where.conditions.push(`s.updated_at < now() - ${where.param(query.olderThanMs)} * interval '1 millisecond'`);
   const after = decodeCursor(query.cursor);
-  if (after) where.conditions.push(`(s.prefix, s.id) > (${where.param(after[0])}, ${where.param(encodeKey(String(after[1])))})`);
+  if (after) where.conditions.push(`(s.prefix, ${sid}) > (${where.param(after[0])}, ${where.param(encodeKey(String(after[1])))})`);
   // A lease of a store with a prefix is keyed `prefix + U+0000 + id`, stored with U+0000 escaped as U+0001 '0'.
   const lease = hasLeases
-    ? `LEFT JOIN ${tables.workflowLocks} AS l ON l.key = CASE WHEN s.prefix = '' THEN s.id ELSE s.prefix || chr(1) || '0' || s.id END AND l.expires_at > now()`
+    ? `LEFT JOIN ${tables.workflowLocks} AS l ON l.key = CASE WHEN s.prefix = '' THEN ${sid} ELSE s.prefix || chr(1) || '0' || ${sid} END AND l.expires_at > now()`
     : 'LEFT JOIN (SELECT NULL::text AS owner, NULL::timestamptz AS expires_at) AS l ON FALSE';
   const steps = `CASE WHEN json_typeof(${doc} -> 'steps') = 'object' THEN ${doc} -> 'steps' END`;
-  const text = `SELECT s.prefix, s.id, ${doc} -> 'execution' ->> 'status' AS status, ${doc} -> 'execution' ->> 'currentStepId' AS current,
+  const text = `SELECT s.prefix, ${sid} AS id, ${doc} -> 'execution' ->> 'status' AS status, ${doc} -> 'execution' ->> 'currentStepId' AS current,
        (SELECT count(*)::int FROM json_object_keys(${steps})) AS steps,
        (SELECT k FROM json_object_keys(${steps}) WITH ORDINALITY AS x(k, n) ORDER BY n DESC LIMIT 1) AS last,
        s.updated_at, l.owner, ${ms('l.expires_at - now()')} AS expires_in
      FROM ${t} AS s ${lease}
-     WHERE ${where.sql} ORDER BY s.prefix, s.id LIMIT ${where.param(query.limit + 1)}`;
+     WHERE ${where.sql} ORDER BY s.prefix, ${sid} LIMIT ${where.param(query.limit + 1)}`;
   return { text, values: where.values };
 }
 
@@ -91,7 +92,8 @@ export async function workflows(session: PgSession, query: InspectQuery): Promis
   if (query.kv) return stateWorkflows(session, query);
   const present = await session.existing([session.tables.snapshots!, session.tables.workflowLocks!]);
   if (!present.has(session.tables.snapshots!)) return missing(session.tables.snapshots!);
-  const { text, values } = workflowsQuery(session.tables, present.has(session.tables.workflowLocks!), query);
+  const idColumn = await snapshotIdColumn(session, session.tables.snapshots!);
+  const { text, values } = workflowsQuery(session.tables, present.has(session.tables.workflowLocks!), query, idColumn);
   const rows = await session.read<{ prefix: string; id: string; status: string | null; current: string | null; steps: number; last: string | null; updated_at: Date; owner: string | null; expires_in: number | null }>(
     text,
     values,
@@ -115,8 +117,18 @@ export async function workflows(session: PgSession, query: InspectQuery): Promis
 export async function workflow(session: PgSession, namespace: string, id: string): Promise<unknown> {
   const t = session.tables.snapshots!;
   if (!(await session.existing([t])).has(t)) return null;
-  const rows = await session.read<{ snapshot: string }>(`SELECT snapshot::text AS snapshot FROM ${t} WHERE prefix = $1 AND id = $2`, [namespace, encodeKey(id)]);
+  const idColumn = await snapshotIdColumn(session, t);
+  const rows = await session.read<{ snapshot: string }>(`SELECT snapshot::text AS snapshot FROM ${t} WHERE prefix = $1 AND ${idColumn} = $2`, [namespace, encodeKey(id)]);
   return rows[0] ? JSON.parse(rows[0].snapshot) : null;
+}
+
+/** `id`, or `snapshot_id` in a snapshot table adopted from awaitly-postgres (adoption renames it, so old awaitly-postgres code fails). */
+async function snapshotIdColumn(session: PgSession, table: string): Promise<string> {
+  const rows = await session.read<{ renamed: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'snapshot_id' AND NOT attisdropped) AS renamed`,
+    [table],
+  );
+  return rows[0]?.renamed ? 'snapshot_id' : 'id';
 }
 
 /** Live leases by default (`--status expired` or `all` for the others), of both lease tables. */

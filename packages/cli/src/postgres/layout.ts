@@ -86,12 +86,16 @@ export async function readTables(session: PgSession, tables: Record<string, stri
 
 async function judge(state: TableState): Promise<void> {
   const kind = state.kind.replace(/^goGoScope:/, '');
-  const expected = await stowageColumns(kind);
+  // Adoption renames an awaitly-postgres snapshot table's `id` to `snapshot_id` (first of all
+  // its changes), so that old awaitly-postgres statements fail instead of reaching every prefix.
+  const renamed = kind === 'snapshots' && state.columns.has('snapshot_id') && !state.columns.has('id');
+  const column = (name: string) => (renamed && name === 'id' ? 'snapshot_id' : name);
+  const expected = (await stowageColumns(kind)).map(column);
   const missing = expected.filter((name) => !state.columns.has(name));
-  const primaryKey = PRIMARY_KEYS[kind];
+  const primaryKey = PRIMARY_KEYS[kind]?.map(column);
   const keyDiffers = primaryKey !== undefined && state.primaryKey.join(',') !== primaryKey.join(',');
   if (missing.length === 0 && !keyDiffers) return;
-  if (ADOPTABLE.has(kind) && AWAITLY_COLUMNS[kind]!.every((name) => state.columns.has(name))) {
+  if (ADOPTABLE.has(kind) && AWAITLY_COLUMNS[kind]!.map(column).every((name) => state.columns.has(name))) {
     state.verdict = 'awaitly';
     return;
   }
