@@ -425,6 +425,8 @@ describeServer(`query plans on tables of ${ROWS.toLocaleString('en')} rows`, () 
         await idempotency.fail('op-new-2', 'nobody');
         await idempotency.delete('op-new');
         await idempotency.clearExpired();
+        // runOnce claims the key (advisory lock, and the result if completed) in its transaction
+        await idempotency.runOnce!('op-run', async () => 'done', { ttl: 60_000 });
       }],
       ['circuitBreaker', async () => {
         await breaker.recordFailure('svc-new', 3, { cooldown: 1000 });
@@ -466,6 +468,7 @@ describeServer(`query plans on tables of ${ROWS.toLocaleString('en')} rows`, () 
     for (const [label, call] of calls) {
       for (const statement of await recording.record(label, call)) {
         if (statement.text.includes('pg_advisory_xact_lock')) continue; // the schema, once
+        if (/^(BEGIN|COMMIT|ROLLBACK)\b/i.test(statement.text.trim())) continue; // runOnce's transaction
         sent.set(statement.text, { ...statement, label: labels.get(statement.text) ?? `${label}: ${statement.text.slice(0, 40).replace(/\s+/g, ' ')}` });
       }
     }
