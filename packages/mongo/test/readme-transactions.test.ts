@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { stripTypeScriptTypes } from 'node:module';
 import { startJongodb, type FoundBackend } from '@stowage/test-env';
 import { MongoClient } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -11,7 +12,8 @@ import { mongo, type MongoSnapshotStore } from '../src/index.js';
  */
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 const section = readme.slice(readme.indexOf("## Transactions: your writes and stowage's commit together"));
-const snippet = /```ts\n([\s\S]*?)\n```/.exec(section)?.[1] ?? '';
+// Its imports are the parameters below: the rest, its types stripped, runs as the body of a function.
+const snippet = stripTypeScriptTypes((/```ts\n([\s\S]*?)\n```/.exec(section)?.[1] ?? '').replace(/^import .*$/gm, ''));
 const AsyncFunction = Object.getPrototypeOf(async () => {}).constructor as new (...args: string[]) => (...values: unknown[]) => Promise<void>;
 const runSnippet = new AsyncFunction('MongoClient', 'mongo', 'url', 'amount', 'id', 'workflowId', 'snapshot', 'expectedVersion', snippet);
 
