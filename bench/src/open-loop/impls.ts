@@ -4,6 +4,7 @@
  * (named) statements and unnamed ones, @keyv/postgres, and the MongoDB driver.
  */
 import KeyvPostgres from '@keyv/postgres';
+import type { CacheProvider, KeyValueStore } from '@stowage/core';
 import { MongoCacheProvider, MongoKeyValueStore } from '@stowage/mongo';
 import { PostgresCacheProvider, PostgresKeyValueStore } from '@stowage/postgres';
 import Keyv from 'keyv';
@@ -38,6 +39,26 @@ export interface Routes {
 
 const CACHE_TTL = 60_000;
 
+/** stowage's routes, the same on every backend: only the stores differ. */
+function stowageRoutes(kv: KeyValueStore, cache: CacheProvider, end: () => Promise<void>): Routes {
+  return {
+    get: async (key) => (await kv.get(key)) ?? '',
+    read: async (key) => {
+      const value = await cache.getOrSet(key, async () => ({ ...CACHE_VALUE, loaded: await kv.get(key) }), CACHE_TTL);
+      await kv.set(key, KV_VALUE);
+      return JSON.stringify(value);
+    },
+    write: async (key) => {
+      await kv.set(key, KV_VALUE);
+      return 'ok';
+    },
+    close: async () => {
+      await Promise.all([kv.close(), cache.close()]);
+      await end();
+    },
+  };
+}
+
 /** Counts every statement `pg` sends from this process (one `Client#query` is one round trip). */
 function countPgStatements(onStatement: () => void): void {
   const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
@@ -60,22 +81,7 @@ export async function routesFor(config: ServiceConfig, onStatement: () => void):
       const cache = new PostgresCacheProvider({ ...shared, table: ANCHOR_TABLES.cache, prefix: ANCHOR_CACHE_PREFIX });
       await kv.ready();
       await cache.ready();
-      return {
-        get: async (key) => (await kv.get(key)) ?? '',
-        read: async (key) => {
-          const value = await cache.getOrSet(key, async () => ({ ...CACHE_VALUE, loaded: await kv.get(key) }), CACHE_TTL);
-          await kv.set(key, KV_VALUE);
-          return JSON.stringify(value);
-        },
-        write: async (key) => {
-        await kv.set(key, KV_VALUE);
-        return 'ok';
-      },
-        close: async () => {
-          await Promise.all([kv.close(), cache.close()]);
-          await end();
-        },
-      };
+      return stowageRoutes(kv, cache, end);
     }
     case 'raw pg, prepared':
     case 'raw pg, unnamed':
@@ -157,22 +163,7 @@ async function mongoRoutes(config: ServiceConfig, onStatement: () => void): Prom
   if (config.impl === 'stowage') {
     const kv = new MongoKeyValueStore({ client, database, collection: ANCHOR_TABLES.kv });
     const cache = new MongoCacheProvider({ client, database, collection: ANCHOR_TABLES.cache, prefix: ANCHOR_CACHE_PREFIX });
-    return {
-      get: async (key) => (await kv.get(key)) ?? '',
-      read: async (key) => {
-        const value = await cache.getOrSet(key, async () => ({ ...CACHE_VALUE, loaded: await kv.get(key) }), CACHE_TTL);
-        await kv.set(key, KV_VALUE);
-        return JSON.stringify(value);
-      },
-      write: async (key) => {
-        await kv.set(key, KV_VALUE);
-        return 'ok';
-      },
-      close: async () => {
-        await Promise.all([kv.close(), cache.close()]);
-        await client.close();
-      },
-    };
+    return stowageRoutes(kv, cache, () => client.close());
   }
   const db = client.db(database);
   type Doc = { _id: string; value?: string; expiresAt?: Date };
