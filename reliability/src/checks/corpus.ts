@@ -139,7 +139,7 @@ function keyRoundTrip(key: string, contracts: readonly Contract[] = EVERY_CONTRA
 }
 
 /** An invalid key must be refused by every operation of every contract, before anything is stored. */
-function keyRejected(key: Untyped) {
+function keyRejected(key: Untyped, { snapshots = true } = {}) {
   return (t: CorpusTools) =>
     consistent({
       'kv.set': () => t.kv.set(key, 'x'),
@@ -150,9 +150,24 @@ function keyRejected(key: Untyped) {
       'kv.compareAndSet': () => t.kv.compareAndSet(key, 'x', null),
       'cache.set': () => t.cache.set(key, 1),
       'cache.get': () => t.cache.get(key),
-      'snapshots.save': () => t.snapshots.save(key, {}),
-      'snapshots.load': () => t.snapshots.load(key),
+      ...(snapshots && {
+        'snapshots.save': () => t.snapshots.save(key, {}),
+        'snapshots.load': () => t.snapshots.load(key),
+      }),
       'locks.acquire': () => t.locks.acquire(key, 1000),
+    });
+}
+
+/** A snapshot id over 1024 bytes is saved, loaded and deleted (stored in its fitted form, see `fitKey`). */
+function longSnapshotId(id: string) {
+  return (t: CorpusTools) =>
+    consistent({
+      snapshots: async () => {
+        await t.snapshots.save(id, { id });
+        equal(await t.snapshots.load(id), { id }, 'snapshots.load');
+        await t.snapshots.delete(id);
+        equal(await t.snapshots.load(id), null, 'snapshots.load after delete');
+      },
     });
 }
 
@@ -400,7 +415,11 @@ export function buildCorpus(canaryName: string): CorpusCase[] {
     ['string-object', new String('abc')],
     ['to-string-object', { toString: () => 'evil' }],
   ];
-  for (const [name, key] of invalidKeys) add(`bad-key/${name}`, BAD_KEY, keyRejected(key));
+  // Snapshot ids longer than 1024 bytes are fitted, not refused: awaitly's durable.run keeps
+  // records under `idem:<key>` and swallows a failed save.
+  const tooLong = new Set(['1025-bytes', '1026-bytes-multibyte']);
+  for (const [name, key] of invalidKeys) add(`bad-key/${name}`, BAD_KEY, keyRejected(key, { snapshots: !tooLong.has(name) }));
+  for (const [name, key] of invalidKeys) if (tooLong.has(name)) add(`snapshot-id/${name}`, RT, longSnapshotId(key as string));
 
   // String values of the key-value store.
   add('value/empty', RT, kvValue(''));
