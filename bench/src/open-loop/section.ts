@@ -218,7 +218,8 @@ function summaryTable(setup: OpenLoopSetup, points: Point[], chart: string): Sec
     cells: [title, ...setup.impls.map((impl) => formatInt(held(route, impl)))],
   }));
   if (setup.targets) {
-    const ratio = (route: string, other: ImplName): number => held(route, 'stowage') / Math.max(1, held(route, other));
+    // NaN where the other held no rate of the ladder: no ratio to judge (a check of NaN fails).
+    const ratio = (route: string, other: ImplName): number => (held(route, other) === 0 ? Number.NaN : held(route, 'stowage') / held(route, other));
     const p50At = (impl: ImplName, rate: number) => points.find((p) => p.route === 'get' && p.impl === impl && p.offered === rate)?.p50 ?? Number.NaN;
     const targets = [
       check('kv.get route: held rate ÷ raw pg, prepared', '≥ 3×', `${ratio('get', 'raw pg, prepared').toFixed(2)}×`, ratio('get', 'raw pg, prepared') >= 3),
