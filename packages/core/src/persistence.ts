@@ -4,7 +4,7 @@ import { StowageError, isStowageError } from './errors.js';
 import { escapeGlob } from './glob.js';
 import { fitKey } from './keys.js';
 import { SnapshotStoreBase, compareSnapshotItems, isAfterCursor, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from './adapter/snapshots.js';
-import type { Capabilities } from './capabilities.js';
+import type { StoreHandle } from './adapter/store.js';
 
 /** The key prefix awaitly's own key-value persistence (`awaitly-postgres`, `awaitly-mongo`) uses. */
 export const DEFAULT_STATE_PREFIX = 'workflow:state:';
@@ -127,13 +127,22 @@ function parsePrefixes(value: string): string[] {
 
 class StatePersistence<TSnapshot extends object> extends SnapshotStoreBase<TSnapshot> {
   readonly #kv: KeyValueStore;
-  readonly #ownsStore: boolean;
   #claimed: Promise<void> | undefined;
 
   constructor(kv: KeyValueStore, prefix: string, ownsStore: boolean) {
-    super('state persistence', { prefix });
+    // Closing the persistence closes the store only where it opened it.
+    const handle: StoreHandle = {
+      get capabilities() {
+        return kv.capabilities;
+      },
+      ready: () => kv.ready(),
+      toStowageError: (error) => error,
+      close: async () => {
+        if (ownsStore) await kv.close();
+      },
+    };
+    super('state persistence', handle, { prefix });
     this.#kv = kv;
-    this.#ownsStore = ownsStore;
   }
 
   /** Records the prefix on the store once (retried on the next call if it failed); see {@link createStatePersistence}. */
@@ -177,10 +186,6 @@ class StatePersistence<TSnapshot extends object> extends SnapshotStoreBase<TSnap
     const key = fitKey(this.prefix + id);
     if (key === STATE_PREFIXES_KEY) throw new StowageError('E_INVALID_KEY', `snapshot id ${JSON.stringify(id)} is reserved`);
     return key;
-  }
-
-  get capabilities(): Capabilities {
-    return this.#kv.capabilities;
   }
 
   protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
@@ -234,7 +239,4 @@ class StatePersistence<TSnapshot extends object> extends SnapshotStoreBase<TSnap
       .map((entry) => ({ id: entry.key.slice(this.prefix.length), updatedAt: entry.updatedAt }));
   }
 
-  protected override async _close(): Promise<void> {
-    if (this.#ownsStore) await this.#kv.close();
-  }
 }

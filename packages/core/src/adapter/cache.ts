@@ -9,7 +9,7 @@ import { Coalescer } from './coalesce.js';
 import { booleanOption, pageAfter, pageSizeOf } from './options.js';
 import type { ScanOptions } from '../contracts/common.js';
 import { cacheLookupChannel, type CacheLookupMessage, type StoreIdentity } from '../diagnostics.js';
-import { StoreBase, callerCode } from './store.js';
+import { StoreBase, callerCode, type StoreHandle } from './store.js';
 
 /**
  * The whole {@link CacheProvider} behaviour over a few backend operations: argument checks,
@@ -34,8 +34,8 @@ export abstract class CacheProviderBase extends StoreBase implements CacheProvid
       }
     | undefined;
 
-  protected constructor(identity: string | StoreIdentity, options: CacheOptions & { coalesce?: boolean } = {}) {
-    super(identity);
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle, options: CacheOptions & { coalesce?: boolean } = {}) {
+    super(identity, handle, 'cache');
     assertOptionsObject(options);
     const { prefix = '', defaultTtl, codec = jsonCodec } = options;
     assertValidPrefix(prefix);

@@ -3,7 +3,7 @@ import { StowageError } from '../errors.js';
 import { assertCodec, decodeValue, encodeValue, jsonCodec, type Codec, type JsonValue } from '../json.js';
 import { assertValidKey, describeType, describeValue } from '../keys.js';
 import type { StoreIdentity } from '../diagnostics.js';
-import { StoreBase } from './store.js';
+import { StoreBase, type StoreHandle } from './store.js';
 
 /** A checkpoint as the backend stores it: `data` is the codec's text. */
 export interface StoredCheckpoint {
@@ -36,8 +36,8 @@ export abstract class CheckpointStoreBase<TData = JsonValue> extends StoreBase i
   readonly #codec: Codec;
   readonly #replace: boolean;
 
-  protected constructor(identity: string | StoreIdentity, options: CheckpointStoreBaseOptions = {}) {
-    super(identity);
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle, options: CheckpointStoreBaseOptions = {}) {
+    super(identity, handle, 'checkpoints');
     const codec = options.codec ?? jsonCodec;
     assertCodec(codec);
     this.#codec = codec;

@@ -7,7 +7,8 @@ import type {
 import { StowageError } from '../errors.js';
 import { assertOptionalDuration, assertValidKey, describeType, describeValue } from '../keys.js';
 import { assertOptionsObject } from './options.js';
-import { StoreBase } from './store.js';
+import type { StoreIdentity } from '../diagnostics.js';
+import { StoreBase, type StoreHandle } from './store.js';
 
 /**
  * The whole {@link CircuitBreakerStore} behaviour over a few backend operations. Counters are
@@ -16,6 +17,10 @@ import { StoreBase } from './store.js';
  * rule the backend applies is {@link nextCircuitOnFailure}.
  */
 export abstract class CircuitBreakerStoreBase extends StoreBase implements CircuitBreakerStore {
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle) {
+    super(identity, handle, 'circuitBreaker');
+  }
+
   getState(key: string): Promise<CircuitBreakerPersistedState | null> {
     return this.call('circuitBreaker.getState', () => {
       assertValidKey(key);

@@ -6,7 +6,7 @@ import { assertOptionalDuration, assertValidDuration, assertValidKey } from '../
 import { sleep } from '../clock.js';
 import { newOwnerToken } from './lock-support.js';
 import type { StoreIdentity } from '../diagnostics.js';
-import { StoreBase, callerCode } from './store.js';
+import { StoreBase, callerCode, type StoreHandle } from './store.js';
 
 /** A completed result as the backend stores it: the codec's text, expiry in epoch ms (store clock). */
 export interface StoredResult {
@@ -36,8 +36,8 @@ export interface IdempotencyStoreBaseOptions {
 export abstract class IdempotencyStoreBase extends StoreBase implements IdempotencyStore {
   readonly #codec: Codec;
 
-  protected constructor(identity: string | StoreIdentity, options: IdempotencyStoreBaseOptions = {}) {
-    super(identity);
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle, options: IdempotencyStoreBaseOptions = {}) {
+    super(identity, handle, 'idempotency');
     const codec = options.codec ?? jsonCodec;
     assertCodec(codec);
     this.#codec = codec;

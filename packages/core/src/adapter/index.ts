@@ -5,7 +5,7 @@
  * it and implements the small `_` operations, one statement each. See "Writing an adapter" in
  * the package README.
  */
-export { StoreBase, callerCode, callerError, type OperationSubject } from './store.js';
+export { StoreBase, callerCode, callerError, localHandle, type OperationSubject, type StoreHandle } from './store.js';
 export type { StoreIdentity } from '../diagnostics.js';
 export { KeyValueStoreBase, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from './kv.js';
 export { Coalescer, type CoalescedOperation } from './coalesce.js';

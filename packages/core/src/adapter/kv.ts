@@ -14,7 +14,7 @@ import { assertExpectedVersion, parseKeyValueWrites, ttlOfSetOptions } from './o
 import { Coalescer } from './coalesce.js';
 import { MAX_SCAN_PAGE, assertOptionsObject, booleanOption, isStorableTime, pageAfter, pageSizeOf } from './options.js';
 import type { StoreIdentity } from '../diagnostics.js';
-import { StoreBase } from './store.js';
+import { StoreBase, type StoreHandle } from './store.js';
 
 /** One write of a `setMany` batch, as the kit hands it to the backend. */
 export interface KeyValueWriteOp {
@@ -54,8 +54,8 @@ export abstract class KeyValueStoreBase extends StoreBase implements KeyValueSto
       }
     | undefined;
 
-  protected constructor(identity: string | StoreIdentity, options: KeyValueStoreBaseOptions = {}) {
-    super(identity);
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle, options: KeyValueStoreBaseOptions = {}) {
+    super(identity, handle, 'kv');
     if (!booleanOption(options.coalesce, 'coalesce', true)) return;
     const coalescer = new Coalescer((error) => this.toStowageError(error), this.identity);
     const byKey = (key: string) => key;

@@ -10,7 +10,7 @@ import {
   type LockCallRunner,
 } from './lock-support.js';
 import { lockWaitChannel, type LockWaitMessage, type StoreIdentity } from '../diagnostics.js';
-import { StoreBase } from './store.js';
+import { StoreBase, type StoreHandle } from './store.js';
 
 /**
  * The whole {@link LockProvider} behaviour over a {@link LeaseDriver}: argument checks,
@@ -21,8 +21,8 @@ export abstract class LockProviderBase extends StoreBase implements LockProvider
   protected readonly leases: LeaseDriver;
   readonly #lines = new WaitLines();
 
-  protected constructor(identity: string | StoreIdentity, leases: LeaseDriver) {
-    super(identity);
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle, leases: LeaseDriver) {
+    super(identity, handle, 'locks');
     this.leases = this.#lines.announcing(leases);
   }
 

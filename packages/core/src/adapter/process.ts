@@ -30,8 +30,9 @@ import {
   processTransitionChannel,
   type ProcessClaimMessage,
   type ProcessTransitionMessage,
+  type StoreIdentity,
 } from '../diagnostics.js';
-import { StoreBase, callerCode } from './store.js';
+import { StoreBase, callerCode, type StoreHandle } from './store.js';
 
 /**
  * The {@link ProcessBackend} behaviour every backend shares: state, and every request
@@ -42,6 +43,10 @@ import { StoreBase, callerCode } from './store.js';
  * item's first claim in a state with how long the item waited for it (`stowage:process.claim`).
  */
 export abstract class ProcessBackendBase extends StoreBase implements ProcessBackend {
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle) {
+    super(identity, handle, 'process');
+  }
+
   createItem(request: CreateItemRequest): Promise<{ item: ProcessItem; created: boolean }> {
     return this.call('process.createItem', async () => {
       assertCreateItemRequest(request);

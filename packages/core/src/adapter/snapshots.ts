@@ -21,7 +21,7 @@ import { newOwnerToken, type LeaseDriver } from './lock-support.js';
 import { deserializeResumeState, isResumeState, isSerializedResumeState, serializeResumeState } from './resume-state.js';
 import { assertExpectedVersion, assertOptionsObject, assertValidPrefix, isStorableTime, pageSizeOf } from './options.js';
 import type { StoreIdentity } from '../diagnostics.js';
-import { StoreBase } from './store.js';
+import { StoreBase, type StoreHandle } from './store.js';
 
 /** A snapshot as a backend returns it. */
 export interface StoredSnapshot {
@@ -76,8 +76,8 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
   /** Deletes expired workflow leases; returns how many (only with a lock). */
   declare readonly clearExpiredLocks?: () => Promise<number>;
 
-  protected constructor(identity: string | StoreIdentity, options: SnapshotStoreBaseOptions = {}) {
-    super(identity);
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle, options: SnapshotStoreBaseOptions = {}) {
+    super(identity, handle, 'snapshots');
     const prefix = options.prefix === undefined ? '' : options.prefix;
     assertValidPrefix(prefix);
     this.prefix = prefix;

@@ -9,6 +9,34 @@ import { StowageError, closedError } from '../errors.js';
  */
 export type OperationSubject = string | readonly unknown[] | undefined;
 
+/**
+ * What a store needs of its backend besides its contract's `_` operations: the handle. A
+ * backend writes it once (its connection or pool, its tables or collections, its error
+ * mapping) and hands one to each store it builds; {@link StoreBase} wires every store from it,
+ * so a store class holds only its operations.
+ */
+export interface StoreHandle {
+  /** What the backend can do (a backend that detects them answers once ready). */
+  readonly capabilities: Capabilities;
+  /** Connects and creates what the store needs. Idempotent; every operation awaits it. */
+  ready(): Promise<unknown>;
+  /** The caller's error for what the driver threw: a `StowageError` with the driver's error as `cause`. */
+  toStowageError(error: unknown): unknown;
+  /** Frees what the store opened (its share of a pool, a listener, timers). Runs once, after every call settled. */
+  close(): Promise<void>;
+  /**
+   * Runs `fn` in a new transaction: commits when it resolves, rolls back when it rejects, and
+   * may run it again when the database asks (never after a commit). Absent where the backend
+   * cannot begin transactions. The kit's `runOnce` and transactional process states use it.
+   */
+  transaction?<T>(fn: (transaction: object) => Promise<T>): Promise<T>;
+}
+
+/** The handle of a store that needs no connection (in-memory, or a backend opened by its caller). */
+export function localHandle(capabilities: Capabilities): StoreHandle {
+  return { capabilities, ready: async () => {}, toStowageError: (error) => error, close: async () => {} };
+}
+
 /** Errors of the caller's own code seen inside a call (see {@link callerError}). */
 const callerErrors = new WeakSet<object>();
 
@@ -46,10 +74,12 @@ export async function callerCode<T>(fn: () => T | Promise<T>): Promise<T> {
  * under its operation name (see `@stowage/core/telemetry`), only while someone subscribes.
  */
 export abstract class StoreBase implements StowageResource {
-  abstract get capabilities(): Capabilities;
-
   /** Names the object in errors, e.g. "PostgresKeyValueStore". */
   readonly #name: string;
+  /** The backend under the store (see {@link StoreHandle}). */
+  protected readonly handle: StoreHandle;
+  /** The contract's name in operation names: `'kv'` for `'kv.get'`. */
+  readonly #contract: string;
   /** The name, database system and table or collection telemetry reports; one frozen object per store. */
   protected readonly identity: StoreIdentity;
   readonly #closeController = new AbortController();
@@ -60,10 +90,24 @@ export abstract class StoreBase implements StowageResource {
   /**
    * `identity` is the store's name in errors (`"MyKeyValueStore"`), or that name with what
    * telemetry reports about the store: `{ name, system: 'postgresql', collection: 'my_table' }`.
+   * `contract` prefixes its operation names (`'kv'`).
    */
-  protected constructor(identity: string | StoreIdentity) {
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle, contract: string) {
     this.identity = Object.freeze(typeof identity === 'string' ? { name: identity } : { ...identity });
     this.#name = this.identity.name;
+    this.handle = handle;
+    this.#contract = contract;
+  }
+
+  get capabilities(): Capabilities {
+    return this.handle.capabilities;
+  }
+
+  /** Connects and creates what the store needs; every operation awaits it, so call it only to fail fast at start-up. */
+  ready(): Promise<void> {
+    return this.call(`${this.#contract}.ready`, async () => {
+      await this.handle.ready();
+    });
   }
 
   /** True from the first `close()` call on. */
@@ -150,24 +194,15 @@ export abstract class StoreBase implements StowageResource {
   protected _bind?(transaction: object): this;
 
   /**
-   * Runs `fn` in a new transaction on the store's own connection: commits when `fn` resolves,
-   * rolls back when it rejects (and rethrows), and may run `fn` again when the database asks
-   * for the transaction to be retried (a serialization failure, a write conflict), never after
-   * a commit. A backend that can begin transactions implements it; the kit's `runOnce` and
-   * `ProcessBackendBase.transaction` run on it, with the store bound by {@link _bind}.
-   */
-  protected _runTransaction?<T>(fn: (transaction: object) => Promise<T>): Promise<T>;
-
-  /**
    * Runs `fn` in a new transaction on the store's own connection (see {@link _runTransaction}),
    * with the store's view bound to it: what `runOnce` and transactional process states are
    * built on. `E_INVALID_OPTION` where the backend cannot begin transactions.
    */
   protected runInTransaction<T>(fn: (view: this, transaction: object) => Promise<T>): Promise<T> {
-    if (!this._runTransaction || !this._bind) {
+    if (!this.handle.transaction || !this._bind) {
       return Promise.reject(new StowageError('E_INVALID_OPTION', `${this.#name} cannot begin transactions on this database`));
     }
-    return this._runTransaction((transaction) => fn(this._bind!(transaction), transaction));
+    return this.handle.transaction((transaction) => fn(this._bind!(transaction), transaction));
   }
 
   close(): Promise<void> {
@@ -178,18 +213,12 @@ export abstract class StoreBase implements StowageResource {
   async #close(): Promise<void> {
     this.#closeController.abort(closedError(this.#name));
     if (this.#inFlight > 0) await new Promise<void>((resolve) => (this.#idle = resolve));
-    await this._close();
+    await this.handle.close();
   }
 
-  /** Frees what the adapter opened (its pool, listener, timers). Runs once, after every call settled. */
-  protected async _close(): Promise<void> {}
-
-  /**
-   * Maps an error a backend operation threw to the error the caller gets. `StowageError`s pass
-   * unchanged; adapters map their driver's errors (keeping the driver error as `cause`).
-   */
+  /** The caller's error for what a backend operation threw (see {@link StoreHandle.toStowageError}). */
   protected toStowageError(error: unknown): unknown {
-    return error;
+    return this.handle.toStowageError(error);
   }
 
   #mapError(error: unknown): unknown {

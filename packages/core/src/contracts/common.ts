@@ -9,7 +9,14 @@ export interface Closable {
   close(): Promise<void>;
 }
 
-export interface StowageResource extends Closable, HasCapabilities {}
+export interface StowageResource extends Closable, HasCapabilities {
+  /**
+   * Connects and creates what the object needs (tables, collections, indexes). Optional to
+   * call: the first operation does it. Call it to fail fast at start-up, the same way on every
+   * backend.
+   */
+  ready(): Promise<void>;
+}
 
 export interface ScanOptions {
   /** Entries fetched per round trip (default 1000, at most 10,000): memory stays bounded by one page. */

@@ -1,11 +1,10 @@
-import type { Capabilities } from '../capabilities.js';
 import type { Clock } from '../clock.js';
 import type { CacheOptions } from '../contracts/cache.js';
 import { CacheProviderBase } from '../adapter/cache.js';
 import type { Glob } from '../glob.js';
 import { compareKeys } from '../keys.js';
 import {
-  MEMORY_CAPABILITIES,
+  MEMORY_HANDLE,
   isLive,
   resolveMemoryOptions,
   type CacheRecord,
@@ -21,14 +20,13 @@ export interface MemoryCacheProviderOptions extends CacheOptions, MemoryOptions 
  * Each prefix has its own table on the storage.
  */
 export class MemoryCacheProvider extends CacheProviderBase {
-  readonly capabilities: Capabilities = MEMORY_CAPABILITIES;
   readonly #storage: MemoryStorage;
   readonly #clock: Clock;
   readonly #entries: Map<string, CacheRecord>;
 
   constructor(options: MemoryCacheProviderOptions = {}) {
     const { storage, clock } = resolveMemoryOptions(options);
-    super({ name: 'MemoryCacheProvider', system: 'memory' }, options);
+    super({ name: 'MemoryCacheProvider', system: 'memory' }, MEMORY_HANDLE, options);
     this.#storage = storage;
     this.#clock = clock;
     this.#entries = storage.namespace(storage.cache, this.prefix);

@@ -1,17 +1,15 @@
-import type { Capabilities } from '../capabilities.js';
 import { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from '../adapter/checkpoints.js';
 import type { JsonValue } from '../json.js';
-import { MEMORY_CAPABILITIES, resolveMemoryOptions, type MemoryOptions, type MemoryStorage } from './storage.js';
+import { MEMORY_HANDLE, resolveMemoryOptions, type MemoryOptions, type MemoryStorage } from './storage.js';
 
 export interface MemoryCheckpointStoreOptions extends MemoryOptions, CheckpointStoreBaseOptions {}
 
 /** Task checkpoints in process memory, unique by id and by `(taskId, sequence)`. */
 export class MemoryCheckpointStore<TData = JsonValue> extends CheckpointStoreBase<TData> {
-  readonly capabilities: Capabilities = MEMORY_CAPABILITIES;
   readonly #storage: MemoryStorage;
 
   constructor(options: MemoryCheckpointStoreOptions = {}) {
-    super({ name: 'MemoryCheckpointStore', system: 'memory' }, options);
+    super({ name: 'MemoryCheckpointStore', system: 'memory' }, MEMORY_HANDLE, options);
     this.#storage = resolveMemoryOptions(options).storage;
   }
 

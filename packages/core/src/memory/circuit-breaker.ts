@@ -1,19 +1,17 @@
-import type { Capabilities } from '../capabilities.js';
 import type { Clock } from '../clock.js';
 import type { CircuitBreakerPersistedState } from '../contracts/circuit-breaker.js';
 import { CircuitBreakerStoreBase, effectiveCircuitState, nextCircuitOnFailure } from '../adapter/circuit-breaker.js';
-import { MEMORY_CAPABILITIES, resolveMemoryOptions, type MemoryOptions, type MemoryStorage } from './storage.js';
+import { MEMORY_HANDLE, resolveMemoryOptions, type MemoryOptions, type MemoryStorage } from './storage.js';
 
 export type MemoryCircuitBreakerStoreOptions = MemoryOptions;
 
 /** Circuit-breaker state in process memory; each call is one atomic step on the event loop. */
 export class MemoryCircuitBreakerStore extends CircuitBreakerStoreBase {
-  readonly capabilities: Capabilities = MEMORY_CAPABILITIES;
   readonly #storage: MemoryStorage;
   readonly #clock: Clock;
 
   constructor(options?: MemoryCircuitBreakerStoreOptions) {
-    super({ name: 'MemoryCircuitBreakerStore', system: 'memory' });
+    super({ name: 'MemoryCircuitBreakerStore', system: 'memory' }, MEMORY_HANDLE);
     const { storage, clock } = resolveMemoryOptions(options);
     this.#storage = storage;
     this.#clock = clock;

@@ -1,4 +1,3 @@
-import type { Capabilities } from '../capabilities.js';
 import type { Clock } from '../clock.js';
 import {
   IdempotencyStoreBase,
@@ -7,7 +6,7 @@ import {
   type StoredResult,
 } from '../adapter/idempotency.js';
 import {
-  MEMORY_CAPABILITIES,
+  MEMORY_HANDLE,
   isLive,
   resolveMemoryOptions,
   type IdempotencyEntry,
@@ -22,12 +21,11 @@ export interface MemoryIdempotencyStoreOptions extends MemoryOptions, Idempotenc
  * a claim whose ttl ran out (a crashed worker) can be reserved again.
  */
 export class MemoryIdempotencyStore extends IdempotencyStoreBase {
-  readonly capabilities: Capabilities = MEMORY_CAPABILITIES;
   readonly #storage: MemoryStorage;
   readonly #clock: Clock;
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
-    super({ name: 'MemoryIdempotencyStore', system: 'memory' }, options);
+    super({ name: 'MemoryIdempotencyStore', system: 'memory' }, MEMORY_HANDLE, options);
     const { storage, clock } = resolveMemoryOptions(options);
     this.#storage = storage;
     this.#clock = clock;

@@ -1,11 +1,10 @@
-import type { Capabilities } from '../capabilities.js';
 import type { Clock } from '../clock.js';
 import type { KeyValueEntry, KeyValueEntryInfo } from '../contracts/kv.js';
 import { KeyValueStoreBase, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '../adapter/kv.js';
 import type { Glob } from '../glob.js';
 import { compareKeys } from '../keys.js';
 import {
-  MEMORY_CAPABILITIES,
+  MEMORY_HANDLE,
   isLive,
   resolveMemoryOptions,
   type KeyValueRecord,
@@ -17,13 +16,12 @@ export interface MemoryKeyValueStoreOptions extends MemoryOptions, KeyValueStore
 
 /** {@link KeyValueStore} in process memory, with the same semantics as the database adapters. */
 export class MemoryKeyValueStore extends KeyValueStoreBase {
-  readonly capabilities: Capabilities = MEMORY_CAPABILITIES;
   readonly #storage: MemoryStorage;
   readonly #clock: Clock;
 
   constructor(options?: MemoryKeyValueStoreOptions) {
     const { storage, clock } = resolveMemoryOptions(options);
-    super({ name: 'MemoryKeyValueStore', system: 'memory' }, options);
+    super({ name: 'MemoryKeyValueStore', system: 'memory' }, MEMORY_HANDLE, options);
     this.#storage = storage;
     this.#clock = clock;
   }

@@ -1,6 +1,5 @@
-import type { Capabilities } from '../capabilities.js';
 import { LockProviderBase } from '../adapter/locks.js';
-import { MEMORY_CAPABILITIES, resolveMemoryOptions, type MemoryOptions } from './storage.js';
+import { MEMORY_HANDLE, resolveMemoryOptions, type MemoryOptions } from './storage.js';
 
 export type MemoryLockProviderOptions = MemoryOptions;
 
@@ -9,10 +8,9 @@ export type MemoryLockProviderOptions = MemoryOptions;
  * acquisition on the same storage at once; the others wait on (and poll, for expiry).
  */
 export class MemoryLockProvider extends LockProviderBase {
-  readonly capabilities: Capabilities = MEMORY_CAPABILITIES;
 
   constructor(options?: MemoryLockProviderOptions) {
     const { storage, clock } = resolveMemoryOptions(options);
-    super({ name: 'MemoryLockProvider', system: 'memory' }, storage.locks.driver(clock));
+    super({ name: 'MemoryLockProvider', system: 'memory' }, MEMORY_HANDLE, storage.locks.driver(clock));
   }
 }

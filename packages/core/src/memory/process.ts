@@ -4,6 +4,7 @@ import { StowageError } from '../errors.js';
 import { compareKeys } from '../keys.js';
 import { Lifecycle } from '../lifecycle.js';
 import { ProcessBackendBase } from '../adapter/process.js';
+import { localHandle } from '../adapter/store.js';
 import type { JsonObject } from '../json.js';
 import type {
   ClaimRequest,
@@ -115,13 +116,16 @@ export type MemoryProcessBackendOptions = MemoryOptions;
  * `createMemoryStorage()` share items, like processes on one database.
  */
 export class MemoryProcessBackend extends ProcessBackendBase {
-  readonly capabilities: Capabilities = MEMORY_PROCESS_CAPABILITIES;
   readonly #tables: ProcessTables;
   readonly #clock: Clock;
-  readonly #feeds = new Set<MemoryFeed>();
+  readonly #feeds: Set<MemoryFeed>;
 
   constructor(options?: MemoryProcessBackendOptions) {
-    super({ name: 'MemoryProcessBackend', system: 'memory' });
+    const feeds = new Set<MemoryFeed>();
+    // Closing the backend closes the feeds it opened.
+    const close = async () => void (await Promise.all([...feeds].map((feed) => feed.close())));
+    super({ name: 'MemoryProcessBackend', system: 'memory' }, { ...localHandle(MEMORY_PROCESS_CAPABILITIES), close });
+    this.#feeds = feeds;
     const { storage, clock } = resolveMemoryOptions(options);
     this.#tables = tablesOf(storage);
     this.#clock = clock;
@@ -255,10 +259,6 @@ export class MemoryProcessBackend extends ProcessBackendBase {
       at: now,
     });
     return toItem(record);
-  }
-
-  protected override async _close(): Promise<void> {
-    await Promise.all([...this.#feeds].map((feed) => feed.close()));
   }
 
   /**

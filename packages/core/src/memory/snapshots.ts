@@ -1,4 +1,3 @@
-import type { Capabilities } from '../capabilities.js';
 import type { Clock } from '../clock.js';
 import type { LockingSnapshotStore, WorkflowLock, WorkflowSnapshot } from '../contracts/snapshots.js';
 import { StowageError } from '../errors.js';
@@ -10,7 +9,7 @@ import {
   type StoredSnapshot,
   type StoredSnapshotItem,
 } from '../adapter/snapshots.js';
-import { MEMORY_CAPABILITIES, resolveMemoryOptions, type MemoryOptions, type MemoryStorage, type SnapshotRecord } from './storage.js';
+import { MEMORY_HANDLE, resolveMemoryOptions, type MemoryOptions, type MemoryStorage, type SnapshotRecord } from './storage.js';
 
 export interface MemorySnapshotStoreOptions extends MemoryOptions {
   /** The store's namespace: stores with different prefixes on one storage never see each other's snapshots. Default `''`. */
@@ -29,7 +28,6 @@ export interface MemoryLockingSnapshotStoreOptions extends MemorySnapshotStoreOp
 
 /** Workflow snapshots in process memory: a drop-in `store` for awaitly's `durable.run`. */
 export class MemorySnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends SnapshotStoreBase<TSnapshot> {
-  readonly capabilities: Capabilities = MEMORY_CAPABILITIES;
   readonly #storage: MemoryStorage;
   readonly #clock: Clock;
   readonly #snapshots: Map<string, SnapshotRecord>;
@@ -40,7 +38,7 @@ export class MemorySnapshotStore<TSnapshot extends object = WorkflowSnapshot> ex
     if (lock !== undefined && (lock === null || typeof lock !== 'object')) {
       throw new StowageError('E_INVALID_OPTION', 'lock must be true or an object');
     }
-    super({ name: 'MemorySnapshotStore', system: 'memory' }, {
+    super({ name: 'MemorySnapshotStore', system: 'memory' }, MEMORY_HANDLE, {
       prefix: options.prefix,
       ...(lock && { workflowLeases: storage.workflowLocks.driver(clock), lockTtl: lock.ttl }),
     });

@@ -3,6 +3,7 @@ import { monotonicClock, type Clock } from '../clock.js';
 import { StowageError } from '../errors.js';
 import type { StoredCheckpoint } from '../adapter/checkpoints.js';
 import type { Lease, LeaseDriver } from '../adapter/lock-support.js';
+import { localHandle } from '../adapter/store.js';
 
 /**
  * What the in-memory adapter can do. Every operation runs atomically on the event loop, so
@@ -19,6 +20,9 @@ export const MEMORY_CAPABILITIES: Capabilities = Object.freeze({
   crossProcess: false,
   atomicUpdates: true,
 });
+
+/** The handle of every in-memory store: nothing to connect, map or free. */
+export const MEMORY_HANDLE = localHandle(MEMORY_CAPABILITIES);
 
 export interface MemoryStorageOptions {
   /** The storage's own clock, used for every expiry and timestamp. Default: {@link monotonicClock}. */
