@@ -1,23 +1,36 @@
 import { DatabaseSync } from 'node:sqlite';
 import { StowageError } from '@stowage/core';
+import { localHandle, type StoreHandle } from '@stowage/core/adapter';
+import { SQLITE_CAPABILITIES } from './capabilities.ts';
 
 /** Where a store keeps its data: a file path, or a `DatabaseSync` you opened (never closed by the store). */
 export type SqliteStoreOptions = string | { path: string } | { database: DatabaseSync };
 
-export interface SqliteConnection {
-  db: DatabaseSync;
-  /** True when the store opened the database itself, and so closes it. */
-  owned: boolean;
+/**
+ * The handle every store of this adapter is built on: what the kit's `StoreBase` asks of a
+ * backend (capabilities, ready, error mapping, close), plus the database the operations use.
+ * The schema is created when the database is opened, so `ready()` has nothing left to do.
+ */
+export interface SqliteHandle extends StoreHandle {
+  readonly db: DatabaseSync;
 }
 
-export function connect(options: SqliteStoreOptions): SqliteConnection {
-  if (typeof options === 'string') return { db: openDatabase(options), owned: true };
+export function connect(options: SqliteStoreOptions): SqliteHandle {
+  const handle = (db: DatabaseSync, owned: boolean): SqliteHandle => ({
+    ...localHandle(SQLITE_CAPABILITIES),
+    db,
+    // A database the caller opened stays open: it is theirs.
+    close: async () => {
+      if (owned) db.close();
+    },
+  });
+  if (typeof options === 'string') return handle(openDatabase(options), true);
   if (options !== null && typeof options === 'object') {
     if ('database' in options && options.database instanceof DatabaseSync) {
       options.database.exec(SCHEMA);
-      return { db: options.database, owned: false };
+      return handle(options.database, false);
     }
-    if ('path' in options && typeof options.path === 'string') return { db: openDatabase(options.path), owned: true };
+    if ('path' in options && typeof options.path === 'string') return handle(openDatabase(options.path), true);
   }
   throw new StowageError('E_INVALID_OPTION', 'give a database file path, { path } or { database: DatabaseSync }');
 }

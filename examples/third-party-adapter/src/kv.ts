@@ -1,7 +1,6 @@
 import type { DatabaseSync } from 'node:sqlite';
-import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
+import type { KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
 import { KeyValueStoreBase, type Glob, type KeyValueWriteOp } from '@stowage/core/adapter';
-import { SQLITE_CAPABILITIES } from './capabilities.ts';
 import { LIVE, NEXT_VERSION, NOW_MS, connect, type SqliteStoreOptions } from './database.ts';
 
 interface KvRow {
@@ -26,18 +25,16 @@ const CREATE = `${INSERT_OR_REPLACE} WHERE kv.expires_at IS NOT NULL AND kv.expi
  * `KeyValueStore` on SQLite. `KeyValueStoreBase` (from `@stowage/core/adapter`) does
  * everything that is the same on every backend — closed state, key/value/ttl validation,
  * batch order, the version-conflict error — and calls the `_` methods below with valid
- * arguments. Each is one SQL statement (a batch, one transaction).
+ * arguments. Each is one SQL statement (a batch, one transaction). The rest — capabilities,
+ * `ready()`, `close()` — comes from the handle (see `connect` in database.ts).
  */
 export class SqliteKeyValueStore extends KeyValueStoreBase {
-  readonly capabilities: Capabilities = SQLITE_CAPABILITIES;
   readonly #db: DatabaseSync;
-  readonly #ownsDatabase: boolean;
 
   constructor(options: SqliteStoreOptions) {
-    super('SqliteKeyValueStore');
-    const { db, owned } = connect(options);
-    this.#db = db;
-    this.#ownsDatabase = owned;
+    const handle = connect(options);
+    super('SqliteKeyValueStore', handle);
+    this.#db = handle.db;
   }
 
   protected async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
@@ -100,10 +97,6 @@ export class SqliteKeyValueStore extends KeyValueStoreBase {
 
   protected async _clearExpired(): Promise<number> {
     return Number(this.#db.prepare(`DELETE FROM kv WHERE expires_at IS NOT NULL AND expires_at <= ${NOW_MS}`).run().changes);
-  }
-
-  protected override async _close(): Promise<void> {
-    if (this.#ownsDatabase) this.#db.close();
   }
 }
 

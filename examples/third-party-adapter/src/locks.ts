@@ -1,7 +1,5 @@
 import type { DatabaseSync } from 'node:sqlite';
-import type { Capabilities } from '@stowage/core';
 import { LockProviderBase, type LeaseDriver } from '@stowage/core/adapter';
-import { SQLITE_CAPABILITIES } from './capabilities.ts';
 import { NOW_MS, connect, type SqliteStoreOptions } from './database.ts';
 
 /**
@@ -45,18 +43,8 @@ function sqliteLeases(db: DatabaseSync): LeaseDriver {
 
 /** `LockProvider` on SQLite: everything but the lease statements comes from `LockProviderBase`. */
 export class SqliteLockProvider extends LockProviderBase {
-  readonly capabilities: Capabilities = SQLITE_CAPABILITIES;
-  readonly #db: DatabaseSync;
-  readonly #ownsDatabase: boolean;
-
   constructor(options: SqliteStoreOptions) {
-    const { db, owned } = connect(options);
-    super('SqliteLockProvider', sqliteLeases(db));
-    this.#db = db;
-    this.#ownsDatabase = owned;
-  }
-
-  protected override async _close(): Promise<void> {
-    if (this.#ownsDatabase) this.#db.close();
+    const handle = connect(options);
+    super('SqliteLockProvider', handle, sqliteLeases(handle.db));
   }
 }

@@ -21,7 +21,7 @@
  */
 import net from 'node:net';
 import type { KeyValueSetOptions, KeyValueStore } from '@stowage/core';
-import { LockProviderBase, type LeaseDriver } from '@stowage/core/adapter';
+import { LockProviderBase, localHandle, type LeaseDriver } from '@stowage/core/adapter';
 import {
   MEMORY_CAPABILITIES,
   MemoryCacheProvider,
@@ -90,10 +90,8 @@ function flawedLeases(flaw: LockFlaw): LeaseDriver {
 }
 
 class FlawedLockProvider extends LockProviderBase {
-  readonly capabilities = MEMORY_CAPABILITIES;
-
   constructor(flaw: LockFlaw, leases: LeaseDriver) {
-    super(`FlawedLockProvider(${flaw})`, leases);
+    super(`FlawedLockProvider(${flaw})`, localHandle(MEMORY_CAPABILITIES), leases);
   }
 }
 
