@@ -1,8 +1,10 @@
 import { StowageError } from '@stowage/core';
 import { sleep } from '@stowage/core/adapter';
-import type { PostgresConnection } from './connection.js';
+import type { PostgresConnection } from './connection/store-connection.js';
 import { sqlState } from './errors.js';
-import { TABLE_INDEXES, indexColumns, type TableName } from './schema.js';
+import { indexColumns } from './schema/ddl.js';
+import type { TableName } from './schema/names.js';
+import { TABLE_INDEXES } from './schema/tables.js';
 
 /*
  * The in-place upgrade of a table of awaitly-postgres's layout to stowage's (see adopt.ts for

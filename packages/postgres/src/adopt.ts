@@ -1,8 +1,10 @@
 import { StowageError } from '@stowage/core';
 import { NOT_NULL_CHECK, ddl, isByteOrder, sameList, upgrade, type ColumnInfo, type Layout, type TableInfo } from './adopt-upgrade.js';
-import type { PostgresConnection, PostgresPool } from './connection.js';
+import type { PostgresConnection } from './connection/store-connection.js';
+import type { PostgresPool } from './connection/types.js';
 import { encodeText } from './key-encoding.js';
-import { tableColumns, type TableKind, type TableName } from './schema.js';
+import type { TableKind, TableName } from './schema/names.js';
+import { tableColumns } from './schema/tables.js';
 import { keyRange } from './sql.js';
 
 /*

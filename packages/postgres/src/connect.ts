@@ -1,5 +1,5 @@
 import { StowageError, type WorkflowSnapshot } from '@stowage/core';
-import { PostgresConnection } from './connection.js';
+import { PostgresConnection } from './connection/store-connection.js';
 import { postgresSettings, type PostgresConnectionOptions, type PostgresStoreOptions } from './options.js';
 import { PostgresProcessBackend, type PostgresProcessBackendOptions } from './process/backend.js';
 import { PostgresCacheProvider, type PostgresCacheProviderOptions } from './stores/cache.js';

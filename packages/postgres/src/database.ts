@@ -1,9 +1,12 @@
 import { StowageError, type Capabilities } from '@stowage/core';
 import { adoptTables, claimLegacySnapshots, snapshotIdColumn } from './adopt.js';
-import { PostgresConnection, type PostgresQueryResult, type PostgresStatement } from './connection.js';
+import { PostgresConnection } from './connection/store-connection.js';
+import type { PostgresQueryResult, PostgresStatement } from './connection/types.js';
 import { UNDEFINED_SCHEMA, UNDEFINED_TABLE, driverError, sqlState } from './errors.js';
 import type { PostgresSettings } from './options.js';
-import { ensureSchema, latestCreation, missingSequenceError, missingSequences, storeDdl, type TableKind, type TableName } from './schema.js';
+import { storeDdl } from './schema/ddl.js';
+import { ensureSchema, latestCreation, missingSequenceError, missingSequences } from './schema/ensure.js';
+import type { TableKind, TableName } from './schema/names.js';
 import type { SweepJob, SweepRegistration } from './sweeper.js';
 import type { ReleaseWakeups } from './wakeups.js';
 

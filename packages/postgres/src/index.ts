@@ -18,11 +18,14 @@ export { createPostgresProcessBackend, PostgresProcessBackend } from './process/
 export type { PostgresProcessBackendOptions } from './process/backend.js';
 export { connect, PostgresStowage } from './connect.js';
 export type { PostgresConnectOptions, StoreOptionsOf } from './connect.js';
-export { schemaSql, grantsSql, tableDdl, TableName, DEFAULT_TABLE_NAMES, assertValidIdentifier, quoteIdentifier } from './schema.js';
-export type { SchemaSqlOptions, TableKind } from './schema.js';
+export { tableDdl } from './schema/ddl.js';
+export { TableName, DEFAULT_TABLE_NAMES, assertValidIdentifier, quoteIdentifier } from './schema/names.js';
+export { schemaSql, grantsSql } from './schema/scripts.js';
+export type { TableKind } from './schema/names.js';
+export type { SchemaSqlOptions } from './schema/scripts.js';
 export { DEFAULT_APPLICATION_NAME } from './options.js';
 export type { PostgresConnectionOptions, PostgresPoolOptions, PostgresStoreOptions } from './options.js';
-export type { PostgresPool, PostgresPoolClient, PostgresQueryResult, PostgresStatement } from './connection.js';
+export type { PostgresPool, PostgresPoolClient, PostgresQueryResult, PostgresStatement } from './connection/types.js';
 export { POSTGRES_CAPABILITIES } from './database.js';
 export { toStowageError } from './errors.js';
 export { goGoScopePersistence } from './go-go-scope.js';

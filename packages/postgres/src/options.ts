@@ -1,7 +1,7 @@
 import { StowageError } from '@stowage/core';
 import { assertOptionalDuration, booleanOption, describeType, describeValue, utf8ByteLength, type StoreIdentity } from '@stowage/core/adapter';
-import type { PostgresPool } from './connection.js';
-import { DEFAULT_TABLE_NAMES, TableName, type TableKind } from './schema.js';
+import type { ConnectionSource, PostgresPool } from './connection/types.js';
+import { DEFAULT_TABLE_NAMES, TableName, type TableKind } from './schema/names.js';
 
 /** `pg.Pool` settings for a pool stowage creates (passed through to `new pg.Pool`). */
 export interface PostgresPoolOptions {
@@ -96,19 +96,6 @@ const MAX_TIMER_MS = 2_147_483_647;
 
 /** PostgreSQL keeps `application_name` in a 64-byte name, terminator included. */
 const MAX_APPLICATION_NAME_BYTES = 63;
-
-/** Where a store's connections come from, validated. */
-export type ConnectionSource = (
-  | { pool: PostgresPool }
-  /** `config` is for `new pg.Pool` and holds the password: never keep it where it can be printed. */
-  | { config: Record<string, unknown> }
-) & {
-  preparedStatements: boolean;
-  /** Calls that may wait for a connection of the pool before the next fails fast (see `maxWaiting`). */
-  maxWaiting?: number;
-  /** Settings of the LISTEN connection when `listenUrl` is given (holds its password, if any). */
-  listen?: Record<string, unknown>;
-};
 
 /** A store's options after {@link postgresSettings}: validated, aliases resolved. */
 export interface PostgresSettings {

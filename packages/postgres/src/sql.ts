@@ -1,6 +1,3 @@
-import type { Glob } from '@stowage/core/adapter';
-import { encodeText, escapedKeyMatchSql, globMatchParameters } from './key-encoding.js';
-
 /*
  * SQL fragments the stores share. Times are decided by the server, never sent by the client,
  * so a client with a wrong clock behaves correctly. Every statement reads the time as
@@ -117,34 +114,4 @@ export const ABOVE_EVERY_KEY = String.fromCodePoint(MAX_CODE_POINT).repeat(257);
 /** SQL: `column` within `[lo, hi)` (see {@link keyRange}). */
 export function inKeyRange(column: string, lo: string, hi: string): string {
   return `${column} >= ${lo} AND ${column} < ${hi}`;
-}
-
-/** What a listing statement needs to match a glob (see {@link globSelection}). */
-export interface GlobSelection {
-  /** The two `LIKE` patterns of {@link globMatchSql}. */
-  match: [like: string, spreadLike: string];
-  /** The key range of the glob's literal start ({@link keyRange}); `null` when it starts with a wildcard. */
-  range: [lo: string, hi: string] | null;
-}
-
-/**
- * The parameters of a glob for a listing. A glob with a literal start (`user:*`) goes to the
- * statement that narrows by its key range (an index range); one that starts with a wildcard
- * (`*`, `*:draft`) to the whole-table statement. Two statements rather than one with an
- * optional range: each gets a plan that fits it, also as a cached generic plan.
- */
-export function globSelection(glob: Glob): GlobSelection {
-  const [like, spreadLike] = globMatchParameters(glob);
-  if (glob.prefix === '') return { match: [like, spreadLike], range: null };
-  const { lo, hi } = keyRange(encodeText(glob.prefix));
-  return { match: [like, spreadLike], range: [lo, hi] };
-}
-
-/**
- * SQL matching the stored key `column` against a glob, given {@link GlobSelection.match} as
- * `$n` placeholders: keys without an escape match the plain `LIKE`; escaped keys the `LIKE`
- * over their spread form (see `escapedKeyMatchSql`), in time linear in the key.
- */
-export function globMatchSql(column: string, like: string, spreadLike: string): string {
-  return `CASE WHEN strpos(${column}, chr(1)) = 0 THEN ${column} LIKE ${like} ELSE ${escapedKeyMatchSql(column, spreadLike)} END`;
 }

@@ -4,7 +4,7 @@ import { StowageError } from '@stowage/core';
  * The background sweeper: removes expired rows (and, where a retention is set, finished
  * snapshots and old transition history) without anyone calling `clearExpired()`.
  *
- * There is one sweeper per table per shared pool (see `SharedPool` in connection.ts), however
+ * There is one sweeper per table per shared pool (see `SharedPool` in connection/pool.ts), however
  * many stores point at the table: stores on the same settings, several `new …Store()` on the
  * same table, every store of one `connect()`, every store given the same `pg.Pool`. Each store
  * registers the jobs it wants ({@link SweepJob}); jobs with the same key (every key-value store

@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { EventEmitter } from 'node:events';
 import pg from 'pg';
-import type { PostgresPoolClient } from './connection.js';
+import type { PostgresPoolClient } from './connection/types.js';
 import { sqlState } from './errors.js';
-import { quoteIdentifier } from './schema.js';
+import { quoteIdentifier } from './schema/names.js';
 
 /** How long the start-up probe waits for its own NOTIFY, once sent, before trying again later. */
 const PROBE_TIMEOUT = 2000;

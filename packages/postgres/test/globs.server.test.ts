@@ -1,8 +1,8 @@
 import { compileGlob, globMatcher } from '@stowage/core/adapter';
 import { afterAll, expect, test } from 'vitest';
 import { PostgresKeyValueStore } from '../src/index.js';
-import { encodeText, globMatchParameters } from '../src/key-encoding.js';
-import { globMatchSql } from '../src/sql.js';
+import { globMatchParameters, globMatchSql } from '../src/glob.js';
+import { encodeText } from '../src/key-encoding.js';
 import { serverTestSetup } from './support/server.js';
 
 /**

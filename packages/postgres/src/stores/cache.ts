@@ -4,7 +4,8 @@ import { POSTGRES_CAPABILITIES, PostgresDatabase } from '../database.js';
 import { toStowageError } from '../errors.js';
 import { decodeText, encodeText, valuesInOrder } from '../key-encoding.js';
 import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
-import { LIVE, clearExpiredBatchSql, clearExpiredInBatches, globMatchSql, globSelection, inKeyRange, msInterval } from '../sql.js';
+import { globMatchSql, globSelection } from '../glob.js';
+import { LIVE, clearExpiredBatchSql, clearExpiredInBatches, inKeyRange, msInterval } from '../sql.js';
 
 export interface PostgresCacheProviderOptions extends PostgresStoreOptions, CacheOptions {
   /** Send concurrent `get` and `set` calls of one tick as one statement each (default true). */

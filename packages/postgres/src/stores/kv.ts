@@ -1,11 +1,12 @@
 import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
 import { KeyValueStoreBase, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
-import { plannedEachCall } from '../connection.js';
+import { plannedEachCall } from '../connection/prepared-statements.js';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
 import { toStowageError } from '../errors.js';
 import { decodeText, encodeText, valuesInOrder } from '../key-encoding.js';
 import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
-import type { TableName } from '../schema.js';
+import type { TableName } from '../schema/names.js';
+import { globMatchSql, globSelection } from '../glob.js';
 import {
   LIVE,
   NOW_MS,
@@ -13,8 +14,6 @@ import {
   clearExpiredInBatches,
   dateFromMs,
   epochMs,
-  globMatchSql,
-  globSelection,
   inKeyRange,
   keyRange,
   msInterval,

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Lease, LeaseDriver } from '@stowage/core/adapter';
 import type { StoreDatabase } from '../database.js';
 import { encodeText } from '../key-encoding.js';
-import type { TableName } from '../schema.js';
+import type { TableName } from '../schema/names.js';
 import { clearExpiredBatchSql, clearExpiredInBatches, dateFromMs, epochMs, msInterval, nextval } from '../sql.js';
 import type { ReleaseWakeups } from '../wakeups.js';
 

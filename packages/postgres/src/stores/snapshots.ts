@@ -1,11 +1,11 @@
 import { StowageError, type Capabilities, type LockingSnapshotStore, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
 import { SnapshotStoreBase, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
-import type { PostgresQueryResult } from '../connection.js';
+import type { PostgresQueryResult } from '../connection/types.js';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
 import { toStowageError } from '../errors.js';
 import { decodeText, encodeText } from '../key-encoding.js';
 import { postgresSettings, retentionOf, storeIdentity, type PostgresStoreOptions } from '../options.js';
-import type { TableKind, TableName } from '../schema.js';
+import type { TableKind, TableName } from '../schema/names.js';
 import { NOW_MS, clearExpiredBatchSql, clearExpiredInBatches, dateFromMs, epochMs, inKeyRange, keyRange, msInterval, nextval, timestampFromMs } from '../sql.js';
 import { LeaseTable } from './leases.js';
 
