@@ -7,7 +7,7 @@ import type { PostgresSettings } from './options.js';
 import { storeDdl } from './schema/ddl.js';
 import { ensureSchema, latestCreation, missingSequenceError, missingSequences } from './schema/ensure.js';
 import type { TableKind, TableName } from './schema/names.js';
-import type { SweepJob, SweepRegistration } from './sweeper.js';
+import type { SweepJob, SweepRegistration } from '@stowage/core/adapter';
 import type { ReleaseWakeups } from './wakeups.js';
 
 export const POSTGRES_CAPABILITIES: Capabilities = Object.freeze({

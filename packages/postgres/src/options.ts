@@ -1,5 +1,5 @@
 import { StowageError } from '@stowage/core';
-import { assertOptionalDuration, booleanOption, describeType, describeValue, utf8ByteLength, type StoreIdentity } from '@stowage/core/adapter';
+import { booleanOption, cleanupIntervalOf, describeType, describeValue, retentionOf, utf8ByteLength, type StoreIdentity } from '@stowage/core/adapter';
 import type { ConnectionSource, PostgresPool } from './connection/types.js';
 import { DEFAULT_TABLE_NAMES, TableName, type TableKind } from './schema/names.js';
 
@@ -79,7 +79,7 @@ export interface PostgresStoreOptions extends PostgresConnectionOptions {
   autoCreateTable?: boolean;
   /**
    * Ms between runs of the background sweeper, which deletes expired rows in batches (default
-   * {@link DEFAULT_CLEANUP_INTERVAL}, one minute; `false` or `0`: off, call `clearExpired()`
+   * one minute; `false` or `0`: off, call `clearExpired()`
    * yourself). One sweeper per table, however many stores use it; its timer never keeps the
    * process alive and stops with the last store's `close()`.
    */
@@ -87,12 +87,6 @@ export interface PostgresStoreOptions extends PostgresConnectionOptions {
 }
 
 export const DEFAULT_APPLICATION_NAME = 'stowage';
-
-/** The background sweeper's default interval: one minute. */
-export const DEFAULT_CLEANUP_INTERVAL = 60_000;
-
-/** The longest interval a Node.js timer takes (a longer one would fire after 1 ms). */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /** PostgreSQL keeps `application_name` in a 64-byte name, terminator included. */
 const MAX_APPLICATION_NAME_BYTES = 63;
@@ -160,27 +154,8 @@ function serverOf(source: ConnectionSource): Pick<StoreIdentity, 'namespace' | '
   };
 }
 
-/** `cleanupInterval` as given: a positive integer of ms a timer can wait; `false`/`0` off; absent the default. */
-function cleanupIntervalOf(value: unknown): number | undefined {
-  if (value === undefined) return DEFAULT_CLEANUP_INTERVAL;
-  if (value === false || value === 0) return undefined;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > MAX_TIMER_MS) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      `cleanupInterval must be false, 0 (off) or a positive integer number of ms up to ${MAX_TIMER_MS}, got ${describeValue(value)}`,
-    );
-  }
-  return value;
-}
-
-/**
- * A retention period (`historyRetention`, `snapshotRetention.finishedAfter`): undefined, or a
- * positive integer number of ms (`E_INVALID_OPTION` otherwise).
- */
-export function retentionOf(value: unknown, what: string): number | undefined {
-  assertOptionalDuration(value, what);
-  return value;
-}
+/** Retention periods are read as on every backend (the kit's `retentionOf`). */
+export { retentionOf };
 
 function connectionSource(options: PostgresConnectionOptions): ConnectionSource {
   const preparedStatements = booleanOption(options.preparedStatements, 'preparedStatements', true);

@@ -14,7 +14,7 @@ import {
   postgres,
   schemaSql,
 } from '../src/index.js';
-import { activeSweepers } from '../src/sweeper.js';
+import { activeSweepers } from '@stowage/core/adapter';
 import { tableSet, uniqueSuffix, type TableSet } from './support/context.js';
 
 /**

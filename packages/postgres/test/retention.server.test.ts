@@ -12,8 +12,7 @@ import {
   postgres,
   quoteIdentifier,
 } from '../src/index.js';
-import { DEFAULT_CLEANUP_INTERVAL } from '../src/options.js';
-import { activeSweepers, type TableSweeper } from '../src/sweeper.js';
+import { DEFAULT_CLEANUP_INTERVAL, activeSweepers, type TableSweeper } from '@stowage/core/adapter';
 import { CountingPool } from './support/counting-pool.js';
 import { serverTestSetup } from './support/server.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { PostgresKeyValueStore, PostgresProcessBackend, connect, postgres } from '../src/index.js';
-import { activeSweepers } from '../src/sweeper.js';
+import { activeSweepers } from '@stowage/core/adapter';
 
 /** Never connected: every case here is decided before anything is sent. */
 const url = 'postgresql://postgres@127.0.0.1:1/unused';

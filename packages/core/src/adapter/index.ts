@@ -70,3 +70,14 @@ export { assertCodec, assertJsonValue, decodeValue, encodeValue } from '../json.
 export { closedError, socketErrorCode } from '../errors.js';
 export { MeasuredClock, type ClockSample, type MeasuredClockOptions } from '../measured-clock.js';
 export { sleep } from '../clock.js';
+// Cleanup the same on every backend: the background sweeper, its `cleanupInterval`, retention.
+export {
+  DEFAULT_CLEANUP_INTERVAL,
+  Sweepers,
+  activeSweepers,
+  cleanupIntervalOf,
+  type SweepJob,
+  type SweepRegistration,
+  type TableSweeper,
+} from './sweeper.js';
+export { FINISHED_STATUSES, clearInBatches, finishedAfterOf, retentionOf } from './retention.js';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { StowageError } from '@stowage/core';
 import pg from 'pg';
 import { driverError } from '../errors.js';
-import { Sweepers } from '../sweeper.js';
+import { Sweepers } from '@stowage/core/adapter';
 import { Listener } from '../wakeups.js';
 import { PoolCheckout } from './checkout.js';
 import { PreparedStatements } from './prepared-statements.js';

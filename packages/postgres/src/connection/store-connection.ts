@@ -1,5 +1,5 @@
 import { StowageError } from '@stowage/core';
-import type { SweepJob, SweepRegistration } from '../sweeper.js';
+import type { SweepJob, SweepRegistration } from '@stowage/core/adapter';
 import type { ReleaseWakeups } from '../wakeups.js';
 import { sharedPoolFor, type SharedPool } from './pool.js';
 import type { ConnectionSource, PostgresPool, PostgresPoolClient, PostgresQueryResult } from './types.js';
