@@ -13,10 +13,18 @@ export interface CoalescedOperation<TInput, TOutput> {
   runOne(input: TInput): Promise<TOutput>;
   /**
    * One statement for several calls, one output per input, in order; inputs may repeat a key.
-   * Without it each call runs alone, but still in its round (so in call order).
+   * Without it each call runs alone, but still in its round (so in call order). An output of
+   * {@link RUN_ALONE} hands that call back: it is run alone, with {@link runOne}.
    */
-  runBatch?(inputs: TInput[]): Promise<TOutput[]>;
+  runBatch?(inputs: TInput[]): Promise<(TOutput | typeof RUN_ALONE)[]>;
 }
+
+/**
+ * A batch's output for a call it did not do: the call is run alone. A backend's batch skips the
+ * entries whose rows another transaction holds (`FOR UPDATE SKIP LOCKED`), so its neighbours
+ * neither wait for that transaction nor fail with it; only that entry's call waits, alone.
+ */
+export const RUN_ALONE: unique symbol = Symbol('stowage.runAlone');
 
 /**
  * Point operations that arrive in the same tick go out as one statement per kind (for the
@@ -91,7 +99,14 @@ export class Coalescer {
     if (calls.length === 1) return eachAlone();
     try {
       const outputs = await operation.runBatch(calls.map((call) => call.input));
-      calls.forEach((call, index) => call.resolve(outputs[index]));
+      const alone = calls.filter((call, index) => {
+        const output = outputs[index];
+        if (output === RUN_ALONE) return true;
+        call.resolve(output);
+        return false;
+      });
+      // In call order: two calls of one key handed back run one after the other, as they were made.
+      for (const call of alone) await settle(call, operation.runOne(call.input));
     } catch (error) {
       if (isAboutTheConnection(this.#mapError(error))) for (const call of calls) call.reject(error);
       else await eachAlone();

@@ -8,7 +8,7 @@
 export { StoreBase, callerCode, callerError, localHandle, type OperationSubject, type StoreHandle } from './store.js';
 export type { StoreIdentity } from '../diagnostics.js';
 export { KeyValueStoreBase, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from './kv.js';
-export { Coalescer, type CoalescedOperation } from './coalesce.js';
+export { Coalescer, RUN_ALONE, type CoalescedOperation } from './coalesce.js';
 export {
   SnapshotStoreBase,
   encodeSnapshot,

@@ -11,7 +11,7 @@ import { StowageError } from '../errors.js';
 import { compileGlob, escapeGlob, type Glob } from '../glob.js';
 import { assertValidKey, assertValidKeys, assertValidStringValue, compareKeys } from '../keys.js';
 import { assertExpectedVersion, parseKeyValueWrites, ttlOfSetOptions } from './options.js';
-import { Coalescer } from './coalesce.js';
+import { Coalescer, RUN_ALONE } from './coalesce.js';
 import { MAX_SCAN_PAGE, assertOptionsObject, booleanOption, isStorableTime, pageAfter, pageSizeOf } from './options.js';
 import type { StoreIdentity } from '../diagnostics.js';
 import { StoreBase, type StoreHandle } from './store.js';
@@ -32,6 +32,9 @@ export interface KeyValueStoreBaseOptions {
    */
   coalesce?: boolean;
 }
+
+/** What a batch of writes without `_setEach` skipped: nothing (`_setMany` waits for every row). */
+const NONE_SKIPPED: ReadonlySet<string> = new Set();
 
 /**
  * The whole {@link KeyValueStore} behaviour over a few backend operations. The public methods
@@ -69,22 +72,24 @@ export abstract class KeyValueStoreBase extends StoreBase implements KeyValueSto
         runBatch: async (writes) => {
           // The last write of a key wins, as it would have, run one after the other.
           const latest = new Map(writes.map((write) => [write.key, write]));
-          await this._setMany([...latest.values()].sort((a, b) => compareKeys(a.key, b.key)));
-          return writes.map(() => undefined);
+          const ordered = [...latest.values()].sort((a, b) => compareKeys(a.key, b.key));
+          const skipped = this._setEach ? await this._setEach(ordered) : (await this._setMany(ordered), NONE_SKIPPED);
+          // A key another transaction holds is written alone (its calls in order): only they wait for it.
+          return writes.map((write) => (skipped.has(write.key) ? RUN_ALONE : undefined));
         },
       }),
-      delete: coalescer.operation({
+      delete: coalescer.operation<string, boolean>({
         name: 'kv.delete',
         key: byKey,
         runOne: (key) => this._delete(key),
         ...(this._deleteEach && {
           runBatch: async (keys: string[]) => {
             const unique = [...new Set(keys)].sort(compareKeys);
-            const removed = new Map((await this._deleteEach!(unique)).map((live, index) => [unique[index]!, live]));
-            // Of two deletes of one key only the first removed it.
+            const removed = new Map<string, boolean | typeof RUN_ALONE>((await this._deleteEach!(unique)).map((live, index) => [unique[index]!, live]));
+            // Of two deletes of one key only the first removed it; a skipped key's deletes run alone.
             return keys.map((key) => {
               const live = removed.get(key) ?? false;
-              removed.set(key, false);
+              if (live !== RUN_ALONE) removed.set(key, false);
               return live;
             });
           },
@@ -229,6 +234,13 @@ export abstract class KeyValueStoreBase extends StoreBase implements KeyValueSto
   /** All or nothing; keys are unique and in ascending order. */
   protected abstract _setMany(writes: readonly KeyValueWriteOp[]): Promise<void>;
 
+  /**
+   * Concurrent `set` calls, coalesced (keys unique, ascending): writes every key it can at once
+   * and returns the keys it skipped because another transaction holds their rows; the kit
+   * writes each of those alone, so only their callers wait. Optional: without it, `_setMany`.
+   */
+  protected _setEach?(writes: readonly KeyValueWriteOp[]): Promise<ReadonlySet<string>>;
+
   protected async _delete(key: string): Promise<boolean> {
     return (await this._deleteMany([key])) === 1;
   }
@@ -246,10 +258,12 @@ export abstract class KeyValueStoreBase extends StoreBase implements KeyValueSto
   }
 
   /**
-   * Removes the keys (unique, ascending) and tells for each whether it was live. Optional: a
-   * backend that has it gets concurrent `delete` calls coalesced into one statement.
+   * Removes the keys (unique, ascending) and tells for each whether it was live, or
+   * {@link RUN_ALONE} for a key it skipped because another transaction holds its row (the kit
+   * deletes it alone). Optional: a backend that has it gets concurrent `delete` calls coalesced
+   * into one statement.
    */
-  protected _deleteEach?(keys: readonly string[]): Promise<boolean[]>;
+  protected _deleteEach?(keys: readonly string[]): Promise<(boolean | typeof RUN_ALONE)[]>;
 
   protected abstract _getEntry(key: string): Promise<KeyValueEntry | null>;
 
