@@ -150,6 +150,33 @@ describeServer('postgres: stores used together', () => {
     await kv.close();
   });
 
+  test('a key another transaction holds makes only its own calls wait, not the calls coalesced with it', async () => {
+    const tables = freshTables();
+    const applicationName = `stowage-test-compose-skip-${tables.kv}`;
+    const kv = new PostgresKeyValueStore({ url, applicationName, table: tables.kv, cleanupInterval: false });
+    await kv.setMany(['held', 'held-too', 'free', 'gone'].map((key) => ({ key, value: '1' })));
+    const holder = await admin.connect();
+    let heldSettled = false;
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`UPDATE "${tables.kv}" SET value = 'locked' WHERE key IN ('held', 'held-too')`);
+      // One tick: a batch of two sets and a batch of two deletes, each with one held key.
+      const held = Promise.all([kv.set('held', '2'), kv.delete('held-too')]).finally(() => (heldSettled = true));
+      const [free, gone] = await Promise.all([kv.set('free', '2'), kv.delete('gone')]);
+      expect([free, gone]).toEqual([undefined, true]);
+      // The held keys' calls wait, each alone, for the transaction that holds their rows.
+      expect(heldSettled).toBe(false);
+      while ((await waitingLocks(applicationName)) < 2) await sleep(20);
+      await holder.query('ROLLBACK');
+      expect(await held).toEqual([undefined, true]);
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect(await kv.getMany(['held', 'held-too', 'free', 'gone'])).toEqual(['2', null, '2', null]);
+    await kv.close();
+  });
+
   test('a view on a client outside a transaction refuses with E_INVALID_OPTION instead of committing on its own', async () => {
     const tables = freshTables();
     const kv = new PostgresKeyValueStore({ pool, table: tables.kv });

@@ -1,5 +1,5 @@
 import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
-import { KeyValueStoreBase, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
+import { KeyValueStoreBase, RUN_ALONE, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
 import { plannedEachCall } from '../connection/prepared-statements.js';
 import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
 import { toStowageError } from '../errors.js';
@@ -81,9 +81,13 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
   }
 
   protected async _setMany(writes: readonly KeyValueWriteOp[]): Promise<void> {
-    const keys = writes.map((write) => encodeText(write.key));
-    const values = writes.map((write) => encodeText(write.value));
-    await this.#db.run(this.#sql.setMany, [keys, values, writes.map((write) => write.ttl ?? null)]);
+    await this.#db.run(this.#sql.setMany, writeColumns(writes));
+  }
+
+  /** Concurrent `set` calls, coalesced by the kit: one statement, which skips the rows another transaction holds. */
+  protected override async _setEach(writes: readonly KeyValueWriteOp[]): Promise<ReadonlySet<string>> {
+    const { rows } = await this.#db.run(this.#sql.setEach, writeColumns(writes));
+    return new Set(rows.map((row: { key: string }) => decodeText(row.key)));
   }
 
   protected override async _delete(key: string): Promise<boolean> {
@@ -97,11 +101,11 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
   }
 
   /** Concurrent `delete` calls, coalesced by the kit: one statement that tells which keys were live. */
-  protected override async _deleteEach(keys: readonly string[]): Promise<boolean[]> {
+  protected override async _deleteEach(keys: readonly string[]): Promise<(boolean | typeof RUN_ALONE)[]> {
     const stored = keys.map(encodeText);
     const { rows } = await this.#db.run(this.#sql.deleteEach, [stored]);
-    const live = new Set(rows.map((row: { key: string }) => row.key));
-    return stored.map((key) => live.has(key));
+    const outcomes = new Map(rows.map((row: { key: string; skipped: boolean }) => [row.key, row.skipped ? RUN_ALONE : true] as const));
+    return stored.map((key) => outcomes.get(key) ?? false);
   }
 
   protected override async _exists(key: string): Promise<boolean> {
@@ -211,6 +215,14 @@ export function keyValueStatements(table: TableName) {
       ), removed AS (
         DELETE FROM ${t} AS e USING locked WHERE e.key = locked.key RETURNING e.key, ${LIVE} AS live
       )`;
+  // The coalesced forms (setEach, deleteEach) lock the rows they can in key order and skip the
+  // ones another transaction holds: the kit runs those calls alone, so no caller waits for a
+  // key that is not its own. "Skipped" = a row of the statement's snapshot that was not locked.
+  const lockFree = `locked AS MATERIALIZED (
+        SELECT key FROM ${t} WHERE key = ANY($1::text[]) ORDER BY key FOR UPDATE SKIP LOCKED
+      ), skipped AS MATERIALIZED (
+        SELECT s.key FROM ${t} AS s WHERE s.key = ANY($1::text[]) AND NOT EXISTS (SELECT 1 FROM locked WHERE locked.key = s.key)
+      )`;
   return {
     get: `SELECT value FROM ${t} WHERE key = $1 AND ${LIVE}`,
     // The live rows of the requested keys, in no order: the store puts them in request order.
@@ -222,12 +234,24 @@ export function keyValueStatements(table: TableName) {
     setMany: upsert(`SELECT w.key, w.value, ${version}, ${NOW_MS}, statement_timestamp() + ${msInterval('w.ttl')}
       FROM unnest($1::text[], $2::text[], $3::bigint[]) AS w(key, value, ttl)
       ORDER BY w.key COLLATE "C"`),
+    // setMany, but the rows another transaction holds are skipped: returns their keys (see lockFree).
+    setEach: `WITH ${lockFree}, written AS (
+        ${upsert(`SELECT w.key, w.value, ${version}, ${NOW_MS}, statement_timestamp() + ${msInterval('w.ttl')}
+          FROM unnest($1::text[], $2::text[], $3::bigint[]) AS w(key, value, ttl)
+          WHERE NOT EXISTS (SELECT 1 FROM skipped WHERE skipped.key = w.key)
+          ORDER BY w.key COLLATE "C"`)}
+        RETURNING 1
+      )
+      SELECT key FROM skipped`,
     delete: `DELETE FROM ${t} WHERE key = $1 RETURNING ${LIVE} AS live`,
     deleteMany: `${removeLocked}
       SELECT count(*) FILTER (WHERE live)::int AS count FROM removed`,
-    // The keys (of $1) that were live when removed.
-    deleteEach: `${removeLocked}
-      SELECT key FROM removed WHERE live`,
+    // The keys (of $1) that were live when removed, and those skipped (see lockFree).
+    deleteEach: `WITH ${lockFree}, removed AS (
+        DELETE FROM ${t} AS e USING locked WHERE e.key = locked.key RETURNING e.key, ${LIVE} AS live
+      )
+      SELECT key, false AS skipped FROM removed WHERE live
+      UNION ALL SELECT key, true FROM skipped`,
     exists: `SELECT 1 FROM ${t} WHERE key = $1 AND ${LIVE}`,
     // The live keys among the requested ones (see getMany).
     existsMany: `SELECT key FROM ${t} WHERE key = ANY($1::text[]) AND ${LIVE}`,
@@ -262,6 +286,11 @@ export function keyValueStatements(table: TableName) {
       AND e.updated_at <= ${timestampFromMs('$4')} AND (e.updated_at < ${timestampFromMs('$4')} OR e.key > $5)
       ORDER BY e.updated_at DESC, e.key LIMIT $3`),
   };
+}
+
+/** The statement parameters of a batch of writes: keys, values and ttls, in their stored forms. */
+function writeColumns(writes: readonly KeyValueWriteOp[]): unknown[] {
+  return [writes.map((write) => encodeText(write.key)), writes.map((write) => encodeText(write.value)), writes.map((write) => write.ttl ?? null)];
 }
 
 function toInfo(row: { key: string; version: string | number; updated_at: number; expires_at: number | null }): KeyValueEntryInfo {
