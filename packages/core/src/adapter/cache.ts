@@ -5,7 +5,7 @@ import { assertCodec, decodeValue, encodeValue, jsonCodec, type Codec } from '..
 import { assertOptionalDuration, assertValidKey } from '../keys.js';
 import { assertOptionsObject, assertValidPrefix } from './options.js';
 import { compareKeys } from '../keys.js';
-import { Coalescer } from './coalesce.js';
+import { Coalescer, RUN_ALONE } from './coalesce.js';
 import { booleanOption, pageAfter, pageSizeOf } from './options.js';
 import type { ScanOptions } from '../contracts/common.js';
 import { cacheLookupChannel, type CacheLookupMessage, type StoreIdentity } from '../diagnostics.js';
@@ -64,8 +64,9 @@ export abstract class CacheProviderBase extends StoreBase implements CacheProvid
           runBatch: async (writes: CacheWrite[]) => {
             // The last write of a key wins, as it would have, run one after the other.
             const latest = new Map(writes.map((write) => [write.key, write]));
-            await this._setMany!([...latest.values()].sort((a, b) => compareKeys(a.key, b.key)));
-            return writes.map(() => undefined);
+            const skipped = await this._setMany!([...latest.values()].sort((a, b) => compareKeys(a.key, b.key)));
+            // A key another transaction holds is written alone (its calls in order): only they wait for it.
+            return writes.map((write) => (skipped?.has(write.key) ? RUN_ALONE : undefined));
           },
         }),
       }),
@@ -175,8 +176,12 @@ export abstract class CacheProviderBase extends StoreBase implements CacheProvid
   protected _getMany?(keys: readonly string[]): Promise<(string | null)[]>;
   /** `ttl` in ms; `undefined` for no expiry. */
   protected abstract _set(key: string, text: string, ttl: number | undefined): Promise<void>;
-  /** Optional: all or nothing, keys unique and ascending; with it, concurrent `set` calls go out as one statement. */
-  protected _setMany?(writes: readonly CacheWrite[]): Promise<void>;
+  /**
+   * Optional: with it, concurrent `set` calls go out as one statement (keys unique and
+   * ascending). It may skip the keys another transaction holds and return them: the kit writes
+   * each of those alone, so only their callers wait.
+   */
+  protected _setMany?(writes: readonly CacheWrite[]): Promise<ReadonlySet<string> | void>;
   protected abstract _delete(key: string): Promise<void>;
   protected async _has(key: string): Promise<boolean> {
     return (await this._get(key)) !== null;

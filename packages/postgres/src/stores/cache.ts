@@ -61,10 +61,12 @@ export class PostgresCacheProvider extends CacheProviderBase {
   }
 
   /** Concurrent `set` calls, coalesced by the kit (keys unique and ascending): one statement, rows locked in key order. */
-  protected override async _setMany(writes: readonly CacheWrite[]): Promise<void> {
+  /** Concurrent `set` calls, coalesced by the kit: one statement, which skips the rows another transaction holds and returns their keys. */
+  protected override async _setMany(writes: readonly CacheWrite[]): Promise<ReadonlySet<string>> {
     const keys = writes.map((write) => encodeText(write.key));
     const texts = writes.map((write) => encodeText(write.text));
-    await this.#db.run(this.#sql.setMany, [this.prefix, keys, texts, writes.map((write) => write.ttl ?? null)]);
+    const { rows } = await this.#db.run(this.#sql.setMany, [this.prefix, keys, texts, writes.map((write) => write.ttl ?? null)]);
+    return new Set(rows.map((row: { key: string }) => decodeText(row.key)));
   }
 
   protected async _delete(key: string): Promise<void> {
@@ -132,10 +134,22 @@ export function cacheStatements(table: string) {
     // order (an index probe per key, no join, no sort; see getMany in kv.ts).
     getMany: `SELECT key, value FROM ${table} WHERE prefix = $1 AND key = ANY($2::text[]) AND ${LIVE}`,
     set: upsert(`VALUES ($1, $2, $3, statement_timestamp(), statement_timestamp() + ${msInterval('$4')})`),
-    // Rows are inserted (and existing ones locked) in key order: two batches cannot deadlock.
-    setMany: upsert(`SELECT $1::text, w.key, w.value, statement_timestamp(), statement_timestamp() + ${msInterval('w.ttl')}
-      FROM unnest($2::text[], $3::text[], $4::bigint[]) AS w(key, value, ttl)
-      ORDER BY w.key COLLATE "C"`),
+    // Coalesced sets: rows are locked (and inserted) in key order, so two batches cannot
+    // deadlock; the rows another transaction holds are skipped and their keys returned (the kit
+    // writes those alone: no caller waits for another caller's key). "Skipped" = a row of the
+    // statement's snapshot that was not locked.
+    setMany: `WITH locked AS MATERIALIZED (
+        SELECT key FROM ${table} WHERE prefix = $1 AND key = ANY($2::text[]) ORDER BY key FOR UPDATE SKIP LOCKED
+      ), skipped AS MATERIALIZED (
+        SELECT s.key FROM ${table} AS s WHERE s.prefix = $1 AND s.key = ANY($2::text[]) AND NOT EXISTS (SELECT 1 FROM locked WHERE locked.key = s.key)
+      ), written AS (
+        ${upsert(`SELECT $1::text, w.key, w.value, statement_timestamp(), statement_timestamp() + ${msInterval('w.ttl')}
+          FROM unnest($2::text[], $3::text[], $4::bigint[]) AS w(key, value, ttl)
+          WHERE NOT EXISTS (SELECT 1 FROM skipped WHERE skipped.key = w.key)
+          ORDER BY w.key COLLATE "C"`)}
+        RETURNING 1
+      )
+      SELECT key FROM skipped`,
     delete: `DELETE FROM ${table} WHERE ${entry}`,
     has: `SELECT 1 FROM ${table} WHERE ${entry} AND ${LIVE}`,
     clear: `DELETE FROM ${table} WHERE prefix = $1`,
