@@ -1,5 +1,6 @@
 import { StowageError } from '@stowage/core';
-import { NOT_NULL_CHECK, ddl, isByteOrder, sameList, upgrade, type ColumnInfo, type Layout, type TableInfo } from './adopt-upgrade.js';
+import { adoptGoGoScopeTable, isGoGoScopeTable } from './adopt-go-go-scope.js';
+import { NOT_NULL_CHECK, isByteOrder, sameList, upgrade, type ColumnInfo, type Layout, type TableInfo } from './adopt-upgrade.js';
 import type { PostgresConnection } from './connection/store-connection.js';
 import type { PostgresPool } from './connection/types.js';
 import { encodeText } from './key-encoding.js';
@@ -12,7 +13,8 @@ import { keyRange } from './sql.js';
  * `autoCreate`). Stowage's own tables are used as they are. Tables written by awaitly-postgres
  * (the key-value table `awaitly_workflow_state` and the snapshot table `awaitly_snapshots`) are
  * upgraded in place, once (adopt-upgrade.ts): what stowage needs is added and every row stays,
- * with its meaning. Any other layout is refused with `E_INVALID_OPTION` naming what stowage
+ * with its meaning. go-go-scope's own tables are converted where goGoScopePersistence opens
+ * them (adopt-go-go-scope.ts). Any other layout is refused with `E_INVALID_OPTION` naming what stowage
  * does not recognise, before anything is changed.
  */
 
@@ -81,14 +83,8 @@ async function adoptTable(connection: PostgresConnection, kind: TableKind, table
   if (found === undefined) return { adopted: false };
   const layout = LAYOUTS[kind as keyof typeof LAYOUTS];
   if (layout === undefined) {
-    const keys = goGoScopeKeys.get(connection.pool)?.get(table.sql);
-    if (kind === 'idempotency' && keys !== undefined && isGoGoScopeTable(kind, found) && found.columns.get('value')!.type === 'jsonb') {
-      if (found.dependents.length > 0) {
-        throw new StowageError('E_INVALID_OPTION', `table ${found.name} is go-go-scope's idempotency table, but ${found.dependents.join(', ')} rest on it; nothing was changed`);
-      }
-      await adoptGoGoScopeIdempotency(connection, table, keys);
-      return { adopted: true };
-    }
+    // go-go-scope's own tables, where goGoScopePersistence opens them (adopt-go-go-scope.ts).
+    if (await adoptGoGoScopeTable(connection, kind, table, found)) return { adopted: true };
     assertStowageColumns(kind, table, found);
     return { adopted: false };
   }
@@ -222,8 +218,8 @@ function assertStowageColumns(kind: TableKind, table: TableName, info: TableInfo
   const hint = isAwaitlyLeaseTable(info)
     ? ": it is awaitly-postgres's lock table, which only holds leases; give stowage another lockTableName, or drop it while no workflow runs"
     : isGoGoScopeTable(kind, info)
-      ? ": it is a table of go-go-scope's own PostgresAdapter, which stowage does not adopt; give goGoScopePersistence other `tables` " +
-        '(see the README on go-go-scope\'s own tables), and keep go-go-scope\'s until its rows expire'
+      ? ": it is a table of go-go-scope's own PostgreSQL adapters, which stowage adopts only through goGoScopePersistence " +
+        "(see the README on go-go-scope's own tables)"
       : ': give the store another table';
   const problems = [...(missing.length > 0 ? [`no column(s) ${missing.join(', ')}`] : []), ...wrongTypes];
   throw new StowageError(
@@ -235,71 +231,6 @@ function assertStowageColumns(kind: TableKind, table: TableName, info: TableInfo
 
 function isAwaitlyLeaseTable(info: TableInfo): boolean {
   return ['workflow_id', 'owner_token', 'expires_at'].every((name) => info.columns.has(name));
-}
-
-/**
- * The columns of the tables go-go-scope's own PostgreSQL adapters create (`PostgresAdapter`,
- * `PostgresIdempotencyAdapter`) or write (checkpoints), per slot of goGoScopePersistence.
- */
-const GO_GO_SCOPE_COLUMNS: Partial<Record<TableKind, readonly string[]>> = {
-  locks: ['key', 'owner', 'expires_at'],
-  circuitBreaker: ['key', 'state', 'failure_count', 'last_failure_time', 'last_success_time', 'updated_at'],
-  cache: ['key', 'value', 'expires_at', 'accessed_at'],
-  idempotency: ['key', 'value', 'expires_at', 'created_at', 'updated_at'],
-  checkpoints: ['id', 'task_id', 'sequence', 'timestamp', 'progress', 'data', 'estimated_time_remaining', 'created_at'],
-};
-
-function isGoGoScopeTable(kind: TableKind, info: TableInfo): boolean {
-  const columns = GO_GO_SCOPE_COLUMNS[kind];
-  return columns !== undefined && sameList([...info.columns.keys()].sort(), [...columns].sort());
-}
-
-// --- go-go-scope's idempotency table ------------------------------------------------------------
-
-/** How goGoScopePersistence keys idempotency records, and how go-go-scope's `PostgresIdempotencyAdapter` did. */
-export interface GoGoScopeKeys {
-  keyPrefix: string;
-  idempotencyKeyPrefix: string;
-}
-
-const goGoScopeKeys = new WeakMap<PostgresPool, Map<string, GoGoScopeKeys>>();
-
-/** Says that `table` on `pool` is goGoScopePersistence's idempotency table: go-go-scope's own is adopted there. */
-export function registerGoGoScopeIdempotency(pool: PostgresPool, table: TableName, keys: GoGoScopeKeys): void {
-  let byTable = goGoScopeKeys.get(pool);
-  if (!byTable) goGoScopeKeys.set(pool, (byTable = new Map()));
-  byTable.set(table.sql, keys);
-}
-
-/**
- * go-go-scope's `PostgresIdempotencyAdapter` table (`key VARCHAR(255)`, `value JSONB`, …) in
- * stowage's layout, in one transaction (a crash leaves it as it was; a second process finds it
- * done): every record becomes a completed result whose value is the JSON text go-go-scope
- * stored (what `richCodec` reads back), under goGoScopePersistence's key (`keyPrefix` + the key
- * without go-go-scope's prefix). The conversion rewrites the table under an exclusive lock.
- */
-async function adoptGoGoScopeIdempotency(connection: PostgresConnection, table: TableName, { keyPrefix, idempotencyKeyPrefix }: GoGoScopeKeys): Promise<void> {
-  const t = table.sql;
-  const text = (value: string) => `'${encodeText(value).replace(/'/g, "''")}'`;
-  const rekey =
-    keyPrefix === idempotencyKeyPrefix
-      ? ''
-      : `UPDATE ${t} SET key = ${text(keyPrefix)} || substr(key, ${[...idempotencyKeyPrefix].length + 1}) WHERE starts_with(key, ${text(idempotencyKeyPrefix)});`;
-  await ddl(connection, table, [
-    `IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '${t}'::regclass AND attname = 'status' AND NOT attisdropped) THEN
-      ALTER TABLE ${t}
-        ALTER COLUMN key TYPE TEXT COLLATE "C" USING replace(key, chr(1), chr(1) || '1'),
-        ALTER COLUMN value DROP NOT NULL,
-        ALTER COLUMN value TYPE TEXT USING value::text,
-        ADD COLUMN status TEXT NOT NULL DEFAULT 'completed' CHECK (status IN ('in-flight', 'completed')),
-        ADD COLUMN token TEXT,
-        ALTER COLUMN updated_at SET DEFAULT now();
-      ALTER TABLE ${t} ALTER COLUMN status DROP DEFAULT;
-      UPDATE ${t} SET updated_at = now() WHERE updated_at IS NULL;
-      ALTER TABLE ${t} ALTER COLUMN updated_at SET NOT NULL;
-      ${rekey}
-    END IF;`,
-  ]);
 }
 
 // --- inspection -----------------------------------------------------------------------------

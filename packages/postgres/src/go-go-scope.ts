@@ -2,11 +2,11 @@ import { StowageError } from '@stowage/core';
 import { describeType } from '@stowage/core/adapter';
 import { assertOptionsObject } from '@stowage/core/adapter';
 import { GO_GO_SCOPE_NAMES, goGoScopeProviders, type GoGoScopeNames, type GoGoScopeOptions, type GoGoScopePersistence } from '@stowage/core/go-go-scope';
-import { registerGoGoScopeIdempotency } from './adopt.js';
+import { registerGoGoScopeTable } from './adopt-go-go-scope.js';
 import { PostgresConnection } from './connection/store-connection.js';
 import type { PostgresPool } from './connection/types.js';
 import { postgresSettings, type PostgresStoreOptions } from './options.js';
-import { TableName } from './schema/names.js';
+import { TableName, type TableKind } from './schema/names.js';
 import { PostgresCacheProvider } from './stores/cache.js';
 import { PostgresCheckpointStore } from './stores/checkpoints.js';
 import { PostgresCircuitBreakerStore } from './stores/circuit-breaker.js';
@@ -29,7 +29,8 @@ export interface PostgresGoGoScopeOptions extends Omit<PostgresStoreOptions, 'ta
  * go-go-scope's persistence providers on PostgreSQL, every store on one pool, for
  * `scope({ persistence })`. Give a `pg.Pool` (as go-go-scope's `new PostgresAdapter(pool)`;
  * never ended by stowage), a connection URL, or options. The tables default to go-go-scope's
- * adapter's names and are created on first use (or by `connect()`). `close()` (or
+ * adapter's names and are created on first use (or by `connect()`); go-go-scope's own tables
+ * found there are converted in place, their rows kept (see the README). `close()` (or
  * `disconnect()`) closes the stores and ends the pool if it was opened here.
  *
  * ```ts
@@ -64,16 +65,18 @@ export function goGoScopePersistence(
   if (typeof keyPrefix !== 'string' || typeof idempotencyKeyPrefix !== 'string') {
     throw new StowageError('E_INVALID_OPTION', 'keyPrefix and idempotencyKeyPrefix must be strings');
   }
-  // go-go-scope's own idempotency table, where it is, is adopted on first use (adopt.ts).
-  registerGoGoScopeIdempotency(connection.pool, new TableName(names.idempotency, options.schema), { keyPrefix, idempotencyKeyPrefix });
-  const on = (table: string) => ({ ...shared, pool: connection.pool, table });
+  // Each store's table, where it is go-go-scope's own, is adopted on first use (adopt-go-go-scope.ts).
+  const on = (kind: TableKind, table: string) => {
+    registerGoGoScopeTable(connection.pool, kind, new TableName(table, options.schema), { keyPrefix, idempotencyKeyPrefix });
+    return { ...shared, pool: connection.pool, table };
+  };
   return goGoScopeProviders(
     {
-      lock: () => new PostgresLockProvider(on(names.lock)),
-      circuitBreaker: () => new PostgresCircuitBreakerStore(on(names.circuitBreaker)),
-      cache: (needs) => new PostgresCacheProvider({ ...on(names.cache), ...needs }),
-      idempotency: (needs) => new PostgresIdempotencyStore({ ...on(names.idempotency), ...needs }),
-      checkpoint: (needs) => new PostgresCheckpointStore<unknown>({ ...on(names.checkpoint), ...needs }),
+      lock: () => new PostgresLockProvider(on('locks', names.lock)),
+      circuitBreaker: () => new PostgresCircuitBreakerStore(on('circuitBreaker', names.circuitBreaker)),
+      cache: (needs) => new PostgresCacheProvider({ ...on('cache', names.cache), ...needs }),
+      idempotency: (needs) => new PostgresIdempotencyStore({ ...on('idempotency', names.idempotency), ...needs }),
+      checkpoint: (needs) => new PostgresCheckpointStore<unknown>({ ...on('checkpoints', names.checkpoint), ...needs }),
     },
     { ...goGoScope, afterClose: () => connection.end() },
   );

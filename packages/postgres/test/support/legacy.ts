@@ -158,3 +158,78 @@ export async function goGoScopePostgresWrites(client: pg.Pool, schema: string, k
     ['cp-1', 'import-42', 1, Date.now(), 10, JSON.stringify({ offset: 1000 }), null],
   );
 }
+
+/*
+ * go-go-scope 2.9's `PostgresAdapter` writing, statement for statement (`keyPrefix` as given to
+ * it; `table` qualified): `acquire` on a free key (its INSERT, the expiry a client-side Date),
+ * `setState`, cache `set`, checkpoint `save`.
+ */
+
+export async function goGoScopeAcquire(client: pg.Pool, table: string, keyPrefix: string, key: string, ttl: number, owner: string): Promise<void> {
+  await client.query(`INSERT INTO ${table} (key, owner, expires_at) VALUES ($1, $2, $3)`, [`${keyPrefix}lock:${key}`, owner, new Date(Date.now() + ttl)]);
+}
+
+export async function goGoScopeSetState(
+  client: pg.Pool,
+  table: string,
+  keyPrefix: string,
+  key: string,
+  state: { state: string; failureCount: number; lastFailureTime?: number; lastSuccessTime?: number },
+): Promise<void> {
+  await client.query(
+    `
+        INSERT INTO ${table} 
+          (key, state, failure_count, last_failure_time, last_success_time, updated_at)
+        VALUES ($1, $2, $3, $4, $5, NOW())
+        ON CONFLICT (key) DO UPDATE SET
+          state = EXCLUDED.state,
+          failure_count = EXCLUDED.failure_count,
+          last_failure_time = EXCLUDED.last_failure_time,
+          last_success_time = EXCLUDED.last_success_time,
+          updated_at = EXCLUDED.updated_at
+      `,
+    [
+      `${keyPrefix}circuit:${key}`,
+      state.state,
+      state.failureCount,
+      state.lastFailureTime ? new Date(state.lastFailureTime).toISOString() : null,
+      state.lastSuccessTime ? new Date(state.lastSuccessTime).toISOString() : null,
+    ],
+  );
+}
+
+export async function goGoScopeCacheSet(client: pg.Pool, table: string, keyPrefix: string, key: string, value: unknown, ttl?: number): Promise<void> {
+  const expiresAt = ttl ? new Date(Date.now() + ttl).toISOString() : null;
+  await client.query(
+    `INSERT INTO ${table} (key, value, expires_at) VALUES ($1, $2, $3)
+			 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, expires_at = EXCLUDED.expires_at`,
+    [`${keyPrefix}cache:${key}`, JSON.stringify(value), expiresAt],
+  );
+}
+
+export async function goGoScopeSaveCheckpoint(
+  client: pg.Pool,
+  table: string,
+  checkpoint: { id: string; taskId: string; sequence: number; timestamp: number; progress: number; data: unknown; estimatedTimeRemaining?: number },
+): Promise<void> {
+  await client.query(
+    `
+			INSERT INTO ${table} 
+				(id, task_id, sequence, timestamp, progress, data, estimated_time_remaining)
+			VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (id) DO UPDATE SET
+				progress = EXCLUDED.progress,
+				data = EXCLUDED.data,
+				estimated_time_remaining = EXCLUDED.estimated_time_remaining
+		`,
+    [
+      checkpoint.id,
+      checkpoint.taskId,
+      checkpoint.sequence,
+      checkpoint.timestamp,
+      checkpoint.progress,
+      JSON.stringify(checkpoint.data),
+      checkpoint.estimatedTimeRemaining ?? null,
+    ],
+  );
+}
