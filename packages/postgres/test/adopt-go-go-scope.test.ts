@@ -134,6 +134,10 @@ for (const backend of backends) {
         await persistence.checkpoint.save({ id: 'cp-3', taskId: 'import-42', sequence: 3, timestamp: timestamp + 2, progress: 30, data: { offset: 3000 } });
         expect((await persistence.checkpoint.list('import-42')).map((checkpoint) => checkpoint.id)).toEqual(['cp-1', 'cp-2', 'cp-3']);
 
+        // go-go-scope's own processes, still running after the switch, fail loudly: no lock granted that stowage cannot see, no entry beside stowage's.
+        await expect(goGoScopeAcquire(admin, q('go_goscope_locks'), 'myapp:', 'fresh', 60_000, 'worker-7')).rejects.toMatchObject({ code: '23502' });
+        await expect(goGoScopeCacheSet(admin, q('go_goscope_cache'), 'myapp:', 'user:1', { name: 'Eve' })).rejects.toMatchObject({ code: '42P10' });
+
         // Converted once: a later start changes nothing.
         const before = await snapshot(admin, q);
         const again = goGoScopePersistence(processOptions(schema), { keyPrefix: 'myapp:' });
