@@ -151,7 +151,7 @@ for (const backend of backends) {
       }
     });
 
-    test('refused before anything changes: a view on a table, a circuit state stowage does not know, two checkpoints of one sequence, other column types', async () => {
+    test('refused before anything changes: a view on a table, a circuit state stowage does not know, two checkpoints of one sequence', async () => {
       const { schema, admin, q, drop } = await goGoScopeSchema(`CREATE VIEW held_locks AS SELECT key, owner FROM go_goscope_locks`);
       await goGoScopeAcquire(admin, q('go_goscope_locks'), '', 'resource:123', 60_000, 'worker-1');
       await goGoScopeSetState(admin, q('go_goscope_circuit'), '', 'payments-api', { state: 'tripped', failureCount: 5 });
@@ -205,6 +205,35 @@ for (const backend of backends) {
         await persistence.close();
         await admin.query(`DROP SCHEMA ${schema} CASCADE`);
         await admin.end();
+      }
+    });
+
+    test('four processes adopting at once: each table converted once, every row served to each', async () => {
+      const { schema, admin, q, drop } = await goGoScopeSchema();
+      for (let n = 1; n <= 50; n++) {
+        await goGoScopeAcquire(admin, q('go_goscope_locks'), 'myapp:', `job:${n}`, 60_000, `worker-${n}`);
+        await goGoScopeCacheSet(admin, q('go_goscope_cache'), 'myapp:', `user:${n}`, { n });
+        await goGoScopeSetState(admin, q('go_goscope_circuit'), 'myapp:', `api-${n}`, { state: 'open', failureCount: n });
+        await goGoScopeSaveCheckpoint(admin, q('go_goscope_checkpoints'), { id: `cp-${n}`, taskId: 'import', sequence: n, timestamp: n, progress: n, data: { n } });
+      }
+      const persistences = Array.from({ length: 4 }, () => goGoScopePersistence(processOptions(schema), { keyPrefix: 'myapp:' }));
+      try {
+        await Promise.all(persistences.map((persistence) => persistence.connect()));
+        for (const [index, persistence] of persistences.entries()) {
+          const n = index + 1;
+          expect(await persistence.lock.acquire(`job:${n}`, 30_000, 'intruder')).toBeNull();
+          expect(await persistence.cache.get(`user:${n}`)).toEqual({ n });
+          expect(await persistence.circuitBreaker.getState(`api-${n}`)).toMatchObject({ state: 'open', failureCount: n });
+          expect(await persistence.checkpoint.load(`cp-${n}`)).toMatchObject({ sequence: n, data: { n } });
+        }
+        const { rows } = await admin.query(
+          `SELECT (SELECT count(*)::int FROM ${q('go_goscope_locks')}) AS locks, (SELECT count(*)::int FROM ${q('go_goscope_cache')}) AS cache,
+                  (SELECT count(*)::int FROM ${q('go_goscope_circuit')}) AS circuits, (SELECT count(*)::int FROM ${q('go_goscope_checkpoints')}) AS checkpoints`,
+        );
+        expect(rows).toEqual([{ locks: 50, cache: 50, circuits: 50, checkpoints: 50 }]);
+      } finally {
+        await Promise.all(persistences.map((persistence) => persistence.close()));
+        await drop();
       }
     });
 
