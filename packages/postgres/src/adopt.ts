@@ -14,8 +14,8 @@ import { keyRange } from './sql.js';
  * (the key-value table `awaitly_workflow_state` and the snapshot table `awaitly_snapshots`) are
  * upgraded in place, once (adopt-upgrade.ts): what stowage needs is added and every row stays,
  * with its meaning. go-go-scope's own tables are converted where goGoScopePersistence opens
- * them (adopt-go-go-scope.ts). Any other layout is refused with `E_INVALID_OPTION` naming what stowage
- * does not recognise, before anything is changed.
+ * them (adopt-go-go-scope.ts). Any other layout is refused with `E_INVALID_OPTION` naming
+ * what stowage does not recognise, before anything is changed.
  */
 
 /** What start-up found: whether an adopted snapshot table may still hold rows of awaitly's layout. */
