@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MongoClient } from 'mongodb';
 import { indexSpecs, rolePrivileges } from '@stowage/mongo';
 import { findMongoServer, startJongodb, type FoundBackend } from '@stowage/test-env';
-import { grants, privilegeFindings, reason, type HeldPrivilege } from '../src/mongo/privileges.js';
+import { DEFAULT_COLLECTIONS } from '@stowage/mongo';
+import { grants, privilegeFindings, reason, withoutUser, type HeldPrivilege } from '../src/mongo/privileges.js';
 import { keeps, shardKeyFindings } from '../src/mongo/shard-keys.js';
 import { stowage, unique } from './support.js';
 
@@ -72,6 +73,15 @@ describe.each([
       `WARN  privileges: could not check privileges: ${why}; compare the user's roles with rolePrivileges() of @stowage/mongo by hand`,
     ]);
     expect(result.code).toBe(0); // could not check is no error
+  });
+
+  it('no user and no privileges (what MongoDB without access control answers): a read tells access control off', async () => {
+    const session = { client, db: client.db(database), url: backend.url, collections: { ...DEFAULT_COLLECTIONS }, now: async () => new Date() };
+    expect(await withoutUser(session)).toEqual({
+      severity: 'info',
+      check: 'privileges',
+      message: 'no user authenticated, and the server does not check access (access control off): every action rolePrivileges() lists is allowed',
+    });
   });
 });
 

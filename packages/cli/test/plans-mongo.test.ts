@@ -30,9 +30,9 @@ describe('inspect workflows on MongoDB: a page costs one bounded find', () => {
     await client.connect();
     const db = client.db(database);
     // Documents as the snapshot store writes them; every 1000th workflow failed.
-    const collection = db.collection<Document>(DEFAULT_COLLECTIONS.snapshots);
+    const collection = db.collection<{ _id: string } & Document>(DEFAULT_COLLECTIONS.snapshots);
     for (let batch = 0; batch < 10; batch++) {
-      const docs: Document[] = [];
+      const docs: Array<{ _id: string } & Document> = [];
       for (let i = batch * 10_000 + 1; i <= (batch + 1) * 10_000; i++) {
         const ns = `p${i % 10}`;
         const status = i % 1000 === 0 ? 'failed' : 'running';

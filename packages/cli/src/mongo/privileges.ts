@@ -142,7 +142,7 @@ export async function privilegeCheck(session: MongoSession): Promise<Finding[]> 
  * No user and no privileges: either the server does not check access (every action is
  * allowed) or the URL logs in as nobody where it does. A read tells them apart.
  */
-async function withoutUser(session: MongoSession): Promise<Finding> {
+export async function withoutUser(session: MongoSession): Promise<Finding> {
   try {
     await session.db.collection(session.collections.locks!).findOne({}, { projection: { _id: 1 } });
     return { severity: 'info', check: 'privileges', message: 'no user authenticated, and the server does not check access (access control off): every action rolePrivileges() lists is allowed' };
