@@ -31,7 +31,9 @@ export class MongoBackend implements Backend {
     const client = new MongoClient(url, { appName: 'stowage-cli', serverSelectionTimeoutMS: 10_000, readPreference: 'primary' });
     await client.connect();
     const db = client.db(options.database);
-    const collections = { ...adapter.DEFAULT_COLLECTIONS, ...options.names };
+    const collections: Record<string, string> = { ...adapter.DEFAULT_COLLECTIONS, ...options.names };
+    // The claim tickets follow the process collection unless named (as the process backend names them).
+    if (options.names?.process !== undefined && options.names.processClaims === undefined) collections.processClaims = `${options.names.process}_claims`;
     const now = async () => {
       const hello = await db.admin().command({ hello: 1 }).catch(() => ({}) as { localTime?: Date });
       return hello.localTime instanceof Date ? hello.localTime : new Date();

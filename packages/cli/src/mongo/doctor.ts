@@ -2,11 +2,14 @@ import type { Document } from 'mongodb';
 import type { DoctorOptions, Finding } from '../model.js';
 import { loadPeer } from '../peers.js';
 import type { MongoSession } from './backend.js';
+import { privilegeCheck, reason } from './privileges.js';
+import { shardKeyCheck } from './shard-keys.js';
 
 /*
  * `stowage doctor` on MongoDB: the URL's read preference and write concern, the topology, the
- * expiry indexes, and go-go-scope documents not adopted yet (the @stowage/mongo README,
- * "Production notes" and "Collections, indexes and documents").
+ * Stable API, shard keys, the user's privileges, the expiry indexes, and go-go-scope documents
+ * not adopted yet (the @stowage/mongo README, "Production notes", "Deployments" and
+ * "Collections, indexes and documents").
  */
 
 export async function doctor(session: MongoSession, _options: DoctorOptions): Promise<Finding[]> {
@@ -23,9 +26,43 @@ export async function doctor(session: MongoSession, _options: DoctorOptions): Pr
       message: 'a standalone server: no transactions, change-stream wake-ups or majority acknowledgement; run a replica set (even a single node)',
     });
   }
+  findings.push(await stableApiFinding(session));
+  findings.push(...(await shardKeyCheck(session, hello.msg === 'isdbgrid', topology)));
+  findings.push(...(await privilegeCheck(session)));
   await indexFindings(findings, session);
   await goGoScopeFindings(findings, session);
   return findings;
+}
+
+/**
+ * The Stable API: a URL cannot declare one (the driver takes `serverApi` only as a MongoClient
+ * option), and stowage needs none; its stores send only Stable API V1 commands, so they also run
+ * on a client created with `serverApi: { version: '1', strict: true }` (the Atlas snippet). What
+ * is left to tell is whether this server takes such a client: a client of its own says.
+ */
+async function stableApiFinding(session: MongoSession): Promise<Finding> {
+  const { MongoClient } = await loadPeer<typeof import('mongodb')>('mongodb');
+  const declared =
+    'the URL declares no server API version (a URL cannot: serverApi is a MongoClient option); stowage needs none: its stores send only Stable API V1 commands, strict or not';
+  const asked = "a client with serverApi { version: '1', strict: true }";
+  const client = new MongoClient(session.url, { appName: 'stowage-cli', serverSelectionTimeoutMS: 10_000, readPreference: 'primary', serverApi: { version: '1', strict: true } });
+  try {
+    try {
+      await client.connect();
+      await client.db(session.db.databaseName).command({ ping: 1 });
+    } catch (error) {
+      return { severity: 'info', check: 'Stable API', message: `${declared}. This server refuses ${asked} (${reason(error)}): create yours without serverApi` };
+    }
+    // buildInfo is outside V1: a server that enforces strict refuses it (APIStrictError 323).
+    const enforced = await client
+      .db('admin')
+      .command({ buildInfo: 1 })
+      .then(() => 'strict not enforced: buildInfo, outside V1, answered')
+      .catch((error: unknown) => ((error as { code?: unknown }).code === 323 ? 'strict enforced: buildInfo, outside V1, refused' : `buildInfo: ${reason(error)}`));
+    return { severity: 'ok', check: 'Stable API', message: `${declared}. This server takes ${asked} (ping answered; ${enforced})` };
+  } finally {
+    await client.close().catch(() => undefined);
+  }
 }
 
 /** The URL's options as the driver reads them (names are case-insensitive). */

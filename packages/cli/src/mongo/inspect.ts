@@ -85,6 +85,10 @@ export async function workflows(session: MongoSession, query: InspectQuery): Pro
   const filter: Filter<Keyed> = { value: { $type: 'string' } };
   if (query.namespace !== undefined) Object.assign(filter, idRange(`${query.namespace}\u0000${query.prefix ?? ''}`));
   if (query.olderThanMs !== undefined) filter.updatedAt = { $lt: new Date(now.getTime() - query.olderThanMs) };
+  // The store keeps `finished`: the status when completed or failed, else ''. The server filters
+  // on it, so a rare status costs no round trip per batch; documents of older stores lack it
+  // (null matches them) and are told apart by their JSON, as every document is.
+  if (query.status !== undefined) filter.finished = { $in: [query.status === 'completed' || query.status === 'failed' ? query.status : '', null] };
   const result = await scan(session, session.collections.snapshots!, filter, decodeCursor(query.cursor)?.[0] as string | undefined, query.limit, (doc) => {
     const split = (doc._id as string).indexOf('\u0000');
     const namespace = (doc._id as string).slice(0, split);
