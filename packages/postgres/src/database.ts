@@ -81,7 +81,7 @@ export function storeDatabase(options: object, settings: PostgresSettings, table
  * see `postgresSettings`), its table of `kind`, its identity in errors and telemetry, and its
  * database (see {@link storeDatabase}), which is also its handle.
  */
-export function openStore<T extends PostgresStoreOptions>(name: string, options: T | string, kind: TableKind) {
+export function resolveStore<T extends PostgresStoreOptions>(name: string, options: T | string, kind: TableKind) {
   const { options: given, settings } = postgresSettings(options);
   const table = settings.mainTable(kind);
   return { given, table, identity: storeIdentity(name, table, settings), db: storeDatabase(given, settings, [[kind, table]]) };

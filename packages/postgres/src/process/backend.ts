@@ -80,7 +80,7 @@ export class PostgresProcessBackend extends ProcessBackendBase {
   readonly #historyRetention: number | undefined;
 
   constructor(options: PostgresProcessBackendOptions | string) {
-    const { identity, db, items, transitions, channel, wakeups, historyRetention } = openProcessBackend(options);
+    const { identity, db, items, transitions, channel, wakeups, historyRetention } = resolveProcessBackend(options);
     const feeds = new Set<PostgresProcessFeed>();
     super(identity, listeningHandle(db, wakeups, () => Promise.all([...feeds].map((feed) => feed.close()))));
     this.#db = db;
@@ -236,10 +236,10 @@ export class PostgresProcessBackend extends ProcessBackendBase {
 }
 
 /**
- * What the backend's constructor starts from (see `openStore`): its options checked, its two
+ * What the backend's constructor starts from (see `resolveStore`): its options checked, its two
  * tables, its database, its NOTIFY channel and, with `wakeups`, the listener on it.
  */
-function openProcessBackend(options: PostgresProcessBackendOptions | string) {
+function resolveProcessBackend(options: PostgresProcessBackendOptions | string) {
   const { options: given, settings } = postgresSettings(options);
   const items = settings.table('processItems', given.itemsTable);
   const transitions = settings.table('processTransitions', given.transitionsTable);

@@ -1,6 +1,6 @@
 import type { CacheOptions } from '@stowage/core';
 import { CacheProviderBase, type CacheWrite, type Glob } from '@stowage/core/adapter';
-import { openStore, type StoreDatabase } from '../database.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText, valuesInOrder } from '../key-encoding.js';
 import type { PostgresStoreOptions } from '../options.js';
 import { globMatchSql, globSelection } from '../glob.js';
@@ -23,7 +23,7 @@ export class PostgresCacheProvider extends CacheProviderBase {
   readonly #sql: ReturnType<typeof cacheStatements>;
 
   constructor(options: PostgresCacheProviderOptions | string) {
-    const { given, table, identity, db } = openStore('PostgresCacheProvider', options, 'cache');
+    const { given, table, identity, db } = resolveStore('PostgresCacheProvider', options, 'cache');
     super(identity, db, { prefix: given.prefix, defaultTtl: given.defaultTtl, codec: given.codec, coalesce: given.coalesce });
     this.#db = db;
     this.#sql = cacheStatements(table.sql);

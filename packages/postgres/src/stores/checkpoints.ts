@@ -1,6 +1,6 @@
 import type { JsonValue } from '@stowage/core';
 import { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from '@stowage/core/adapter';
-import { openStore, type StoreDatabase } from '../database.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText } from '../key-encoding.js';
 import type { PostgresStoreOptions } from '../options.js';
 import { epochMs, timestampFromMs } from '../sql.js';
@@ -28,7 +28,7 @@ export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreB
   readonly #sql: ReturnType<typeof checkpointStatements>;
 
   constructor(options: PostgresCheckpointStoreOptions | string) {
-    const { given, table, identity, db } = openStore('PostgresCheckpointStore', options, 'checkpoints');
+    const { given, table, identity, db } = resolveStore('PostgresCheckpointStore', options, 'checkpoints');
     super(identity, db, { codec: given.codec, onDuplicate: given.onDuplicate });
     this.#db = db;
     this.#sql = checkpointStatements(table.sql);

@@ -1,6 +1,6 @@
 import { StowageError, type CircuitBreakerPersistedState } from '@stowage/core';
 import { CircuitBreakerStoreBase } from '@stowage/core/adapter';
-import { openStore, type StoreDatabase } from '../database.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { encodeText } from '../key-encoding.js';
 import type { PostgresStoreOptions } from '../options.js';
 import { epochMs, msInterval, timestampFromMs } from '../sql.js';
@@ -21,7 +21,7 @@ export class PostgresCircuitBreakerStore extends CircuitBreakerStoreBase {
   readonly #sql: ReturnType<typeof circuitStatements>;
 
   constructor(options: PostgresCircuitBreakerStoreOptions | string) {
-    const { table, identity, db } = openStore('PostgresCircuitBreakerStore', options, 'circuitBreaker');
+    const { table, identity, db } = resolveStore('PostgresCircuitBreakerStore', options, 'circuitBreaker');
     super(identity, db);
     this.#db = db;
     this.#sql = circuitStatements(table.sql);

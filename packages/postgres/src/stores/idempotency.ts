@@ -1,5 +1,5 @@
 import { IdempotencyStoreBase, type IdempotencyStoreBaseOptions, type RunClaim, type StoredReservation, type StoredResult } from '@stowage/core/adapter';
-import { openStore, type StoreDatabase } from '../database.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText } from '../key-encoding.js';
 import type { PostgresStoreOptions } from '../options.js';
 import { LIVE, clearExpiredBatchSql, clearExpiredInBatches, epochMs, msInterval } from '../sql.js';
@@ -19,7 +19,7 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
   readonly #runLockSpace: string;
 
   constructor(options: PostgresIdempotencyStoreOptions | string) {
-    const { given, table, identity, db } = openStore('PostgresIdempotencyStore', options, 'idempotency');
+    const { given, table, identity, db } = resolveStore('PostgresIdempotencyStore', options, 'idempotency');
     super(identity, db, { codec: given.codec });
     this.#db = db;
     this.#sql = idempotencyStatements(table.sql);

@@ -1,7 +1,7 @@
 import type { KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
 import { KeyValueStoreBase, RUN_ALONE, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
 import { plannedEachCall } from '../connection/prepared-statements.js';
-import { openStore, type StoreDatabase } from '../database.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText, valuesInOrder } from '../key-encoding.js';
 import type { PostgresStoreOptions } from '../options.js';
 import type { TableName } from '../schema/names.js';
@@ -37,7 +37,7 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
   readonly #sql: ReturnType<typeof keyValueStatements>;
 
   constructor(options: PostgresKeyValueStoreOptions | string) {
-    const { given, table, identity, db } = openStore('PostgresKeyValueStore', options, 'kv');
+    const { given, table, identity, db } = resolveStore('PostgresKeyValueStore', options, 'kv');
     super(identity, db, { coalesce: given.coalesce });
     this.#db = db;
     this.#sql = keyValueStatements(table);

@@ -1,5 +1,5 @@
 import { LockProviderBase, booleanOption } from '@stowage/core/adapter';
-import { listeningHandle, openStore, type StoreDatabase } from '../database.js';
+import { listeningHandle, resolveStore, type StoreDatabase } from '../database.js';
 import type { PostgresStoreOptions } from '../options.js';
 import { LeaseTable } from './leases.js';
 
@@ -24,7 +24,7 @@ export class PostgresLockProvider extends LockProviderBase {
   readonly #db: StoreDatabase;
 
   constructor(options: PostgresLockProviderOptions | string) {
-    const { given, table, identity, db } = openStore('PostgresLockProvider', options, 'locks');
+    const { given, table, identity, db } = resolveStore('PostgresLockProvider', options, 'locks');
     const leases = new LeaseTable(db, table, { wakeups: booleanOption(given.wakeups, 'wakeups', true) });
     // ready() also detects LISTEN support; `wakeups` (and `changeFeed`) are true once it was seen to work.
     super(identity, listeningHandle(db, leases.wakeups), leases);

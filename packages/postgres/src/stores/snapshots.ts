@@ -56,7 +56,7 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
   readonly #finishedAfter: number | undefined;
 
   constructor(options: PostgresSnapshotStoreOptions | string) {
-    const { table, identity, db, base, lockTable, finishedAfter } = openSnapshotStore(options, new.target === PostgresSnapshotStore);
+    const { table, identity, db, base, lockTable, finishedAfter } = resolveSnapshotStore(options, new.target === PostgresSnapshotStore);
     super(identity, db, base);
     this.#db = db;
     this.#table = table;
@@ -213,11 +213,11 @@ export class PostgresLockingSnapshotStore<TSnapshot extends object = WorkflowSna
 }
 
 /**
- * What a snapshot store's constructor starts from (see `openStore`): its options checked, its
+ * What a snapshot store's constructor starts from (see `resolveStore`): its options checked, its
  * tables (the snapshots', and with `lock` the workflow leases'), its database and its kit
  * options. `plain`: the store is a `PostgresSnapshotStore`, which refuses `lock`.
  */
-function openSnapshotStore(options: PostgresSnapshotStoreOptions | string, plain: boolean) {
+function resolveSnapshotStore(options: PostgresSnapshotStoreOptions | string, plain: boolean) {
   const { options: given, settings } = postgresSettings(options);
   const lock = workflowLockOptions(given.lock);
   const finishedAfter = finishedAfterOf(given.snapshotRetention);
