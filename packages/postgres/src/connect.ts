@@ -1,5 +1,6 @@
 import { StowageError, type WorkflowSnapshot } from '@stowage/core';
 import { PostgresConnection } from './connection/store-connection.js';
+import type { PostgresPool } from './connection/types.js';
 import { postgresSettings, type PostgresConnectionOptions, type PostgresStoreOptions } from './options.js';
 import { PostgresProcessBackend, type PostgresProcessBackendOptions } from './process/backend.js';
 import { PostgresCacheProvider, type PostgresCacheProviderOptions } from './stores/cache.js';
@@ -40,7 +41,9 @@ const CONNECTION_OPTIONS = [
 const SHARED_STORE_OPTIONS = ['schema', 'autoCreate', 'autoCreateTable', 'cleanupInterval'] as const;
 
 /**
- * Every store on one database, sharing one `pg.Pool` and one LISTEN connection:
+ * Every store on one database, sharing one `pg.Pool` and one LISTEN connection. Give a
+ * connection URL, options, or a `pg.Pool` of your own (`connect(pool)` is
+ * `connect({ existingPool: pool })`: stowage never ends it):
  *
  * ```ts
  * const db = connect(process.env.DATABASE_URL!);
@@ -48,14 +51,15 @@ const SHARED_STORE_OPTIONS = ['schema', 'autoCreate', 'autoCreateTable', 'cleanu
  * const locks = db.locks();
  * const store = db.snapshots({ lock: true });
  * // …
- * await db.close(); // closes every store it handed out, then ends the pool
+ * await db.close(); // closes every store it handed out, then ends the pool (unless it is yours)
  * ```
  *
  * Stores created directly from the same settings share the same pool too; `connect` keeps it
- * open between stores and closes them all at once.
+ * open between stores and closes them all at once. `@stowage/mongo`'s `connect` hands out its
+ * stores under the same method names.
  */
-export function connect(options: PostgresConnectOptions | string): PostgresStowage {
-  return new PostgresStowage(options);
+export function connect(database: PostgresConnectOptions | PostgresPool | string): PostgresStowage {
+  return new PostgresStowage(database);
 }
 
 /** The object {@link connect} returns. */
@@ -66,8 +70,8 @@ export class PostgresStowage {
   readonly #stores = new Set<{ close(): Promise<void> }>();
   #closing: Promise<void> | undefined;
 
-  constructor(options: PostgresConnectOptions | string) {
-    const { options: given, settings } = postgresSettings(options);
+  constructor(database: PostgresConnectOptions | PostgresPool | string) {
+    const { options: given, settings } = postgresSettings<PostgresConnectOptions>(isPool(database) ? { existingPool: database } : database);
     this.#base = Object.fromEntries(
       [...CONNECTION_OPTIONS, ...SHARED_STORE_OPTIONS].filter((name) => given[name] !== undefined).map((name) => [name, given[name]]),
     );
@@ -134,4 +138,9 @@ export class PostgresStowage {
     this.#stores.add(store);
     return store;
   }
+}
+
+/** A `pg.Pool` (or a pool like it) rather than options: what `connect(pool)` takes. */
+function isPool(value: unknown): value is PostgresPool {
+  return typeof value === 'object' && value !== null && typeof (value as PostgresPool).query === 'function' && typeof (value as PostgresPool).connect === 'function';
 }

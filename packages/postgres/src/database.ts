@@ -1,9 +1,10 @@
 import { StowageError, type Capabilities } from '@stowage/core';
+import type { StoreHandle } from '@stowage/core/adapter';
 import { adoptTables, claimLegacySnapshots, snapshotIdColumn } from './adopt.js';
 import { PostgresConnection } from './connection/store-connection.js';
 import type { PostgresQueryResult, PostgresStatement } from './connection/types.js';
-import { UNDEFINED_SCHEMA, UNDEFINED_TABLE, driverError, sqlState } from './errors.js';
-import type { PostgresSettings } from './options.js';
+import { UNDEFINED_SCHEMA, UNDEFINED_TABLE, driverError, sqlState, toStowageError } from './errors.js';
+import { postgresSettings, storeIdentity, type PostgresSettings, type PostgresStoreOptions } from './options.js';
 import { storeDdl } from './schema/ddl.js';
 import { ensureSchema, latestCreation, missingSequenceError, missingSequences } from './schema/ensure.js';
 import type { TableKind, TableName } from './schema/names.js';
@@ -33,8 +34,12 @@ export interface TransactionClient {
   query(statement: PostgresStatement): Promise<PostgresQueryResult>;
 }
 
-/** What a store uses of its database: a {@link PostgresDatabase}, or its view inside a transaction. */
-export interface StoreDatabase {
+/**
+ * What a store uses of its database: a {@link PostgresDatabase}, or its view inside a
+ * transaction. It is also the store's handle (the kit's `StoreHandle`): `StoreBase` takes its
+ * capabilities, `ready()`, error mapping, `close()` and `transaction()` from it.
+ */
+export interface StoreDatabase extends StoreHandle {
   /** True for the view inside a transaction: nothing of the store's own connection is used. */
   readonly inTransaction: boolean;
   ready(): Promise<void>;
@@ -45,6 +50,13 @@ export interface StoreDatabase {
   sweep(table: TableName, job: SweepJob): void;
   /** The same tables inside `transaction` (see {@link TransactionClient}). */
   bind(transaction: object): StoreDatabase;
+  /**
+   * The options of the store's view inside `transaction` (`withTransaction`): the store's own
+   * options and tables, on this database bound to the transaction, with nothing that needs a
+   * connection of its own or a later statement (no coalescing, no LISTEN wake-ups, no cleanup
+   * timer). `T`: the store's options type.
+   */
+  viewOptions<T>(transaction: object): T;
   /** Runs `fn` in a new transaction on a client of the store's pool (see {@link PostgresDatabase.transaction}). */
   transaction<T>(fn: (client: TransactionClient) => Promise<T>): Promise<T>;
   /** The id column of a snapshot table, once it is ready: `id`, or `snapshot_id` where adopted from awaitly-postgres. */
@@ -52,24 +64,52 @@ export interface StoreDatabase {
   close(): Promise<void>;
 }
 
-/** Where a store's view inside a transaction finds its database (see {@link viewOptions}). */
+/** Where a store's view inside a transaction finds its database (see {@link StoreDatabase.viewOptions}). */
 const VIEW_DATABASE = Symbol('stowage.viewDatabase');
 
 /**
  * The database of a store being constructed: the bound one when the store is a view inside a
- * transaction (built from {@link viewOptions}), else a new {@link PostgresDatabase}.
+ * transaction (built from {@link StoreDatabase.viewOptions}), else a new {@link PostgresDatabase}
+ * that remembers `options` for the store's views. Nothing is opened yet (see PostgresDatabase).
  */
 export function storeDatabase(options: object, settings: PostgresSettings, tables: StoreTables, extra?: { snapshotPrefix?: string }): StoreDatabase {
-  return (options as { [VIEW_DATABASE]?: StoreDatabase })[VIEW_DATABASE] ?? new PostgresDatabase(settings, tables, extra);
+  return (options as { [VIEW_DATABASE]?: StoreDatabase })[VIEW_DATABASE] ?? new PostgresDatabase(settings, tables, { ...extra, options });
 }
 
 /**
- * The options of a store's view inside `transaction` (`withTransaction`): the store's own
- * options and tables, on `db` bound to the transaction, with nothing that needs a connection of
- * its own or a later statement (no coalescing, no LISTEN wake-ups, no cleanup timer).
+ * What the constructor of a store on one table starts from: its options as given (checked,
+ * see `postgresSettings`), its table of `kind`, its identity in errors and telemetry, and its
+ * database (see {@link storeDatabase}), which is also its handle.
  */
-export function viewOptions<T extends object>(options: T, db: StoreDatabase, transaction: object): T {
-  return { ...options, coalesce: false, wakeups: false, cleanupInterval: undefined, [VIEW_DATABASE]: db.bind(transaction) };
+export function resolveStore<T extends PostgresStoreOptions>(name: string, options: T | string, kind: TableKind) {
+  const { options: given, settings } = postgresSettings(options);
+  const table = settings.mainTable(kind);
+  return { given, table, identity: storeIdentity(name, table, settings), db: storeDatabase(given, settings, [[kind, table]]) };
+}
+
+/**
+ * The handle of a store whose waits LISTEN/NOTIFY wakes (the lock provider, the process
+ * backend): `db`, but `ready()` also detects whether LISTEN works (opening the pool's LISTEN
+ * connection), `capabilities` say `wakeups` and `changeFeed` once it was seen to work, and
+ * `close()` runs `beforeClose` (the process backend's open feeds) before it closes `db`.
+ */
+export function listeningHandle(db: StoreDatabase, wakeups: ReleaseWakeups | undefined, beforeClose?: () => Promise<unknown>): StoreHandle {
+  return {
+    get capabilities(): Capabilities {
+      const listening = wakeups?.supported ?? false;
+      return { ...POSTGRES_CAPABILITIES, wakeups: listening, changeFeed: listening };
+    },
+    ready: async () => {
+      await db.ready();
+      await wakeups?.start();
+    },
+    toStowageError,
+    close: async () => {
+      await beforeClose?.();
+      await db.close();
+    },
+    transaction: (fn) => db.transaction(fn),
+  };
 }
 
 /** `pg`'s codes for a transaction the database asks to run again: serialization failure, deadlock. */
@@ -110,6 +150,7 @@ function assertInTransaction(client: TransactionClient): void {
  */
 class TransactionDatabase implements StoreDatabase {
   readonly inTransaction = true;
+  readonly capabilities = POSTGRES_CAPABILITIES;
   readonly #parent: PostgresDatabase;
   readonly #client: TransactionClient;
 
@@ -147,6 +188,14 @@ class TransactionDatabase implements StoreDatabase {
     return this.#parent.bind(transaction);
   }
 
+  viewOptions<T>(transaction: object): T {
+    return this.#parent.viewOptions(transaction);
+  }
+
+  toStowageError(error: unknown): unknown {
+    return toStowageError(error);
+  }
+
   transaction(): Promise<never> {
     return Promise.reject(new StowageError('E_INVALID_OPTION', 'this store is already inside a transaction'));
   }
@@ -164,14 +213,22 @@ class TransactionDatabase implements StoreDatabase {
  * pool and the LISTEN connection, shared with the other stores on the same settings), the
  * store's tables and their once-per-pool creation, `run(sql, values)`, its jobs in the
  * tables' background sweepers, and `close`. Each store holds one (in a private field: it
- * reaches the pool, whose settings hold the password) and adds only its statements.
+ * reaches the pool, whose settings hold the password), passes it to the kit as its handle,
+ * and adds only its statements.
  *
- * The kit's `StoreBase` refuses calls after `close()` and waits for the calls in flight before
- * the store's `_close()` calls {@link close}, so nothing here checks state.
+ * The share of the pool is taken on first need (a statement, a sweeper job, a listener), not
+ * here: a store's constructor creates its database before its kit base checks the rest of its
+ * options, and a store refused there leaves nothing open. The kit's `StoreBase` refuses calls
+ * after `close()` and waits for the calls in flight before it calls {@link close}, so nothing
+ * here checks state.
  */
 export class PostgresDatabase implements StoreDatabase {
   readonly inTransaction = false;
-  readonly #connection: PostgresConnection;
+  readonly capabilities = POSTGRES_CAPABILITIES;
+  readonly #source: PostgresSettings['connection'];
+  #opened: PostgresConnection | undefined;
+  /** The options the store was created with: its views inside transactions are created from them. */
+  readonly #options: object;
   readonly #tables: StoreTables;
   /** The DDL of `schemaSql()`, plain SQL. */
   readonly #ddl: string[];
@@ -186,17 +243,25 @@ export class PostgresDatabase implements StoreDatabase {
   #schemaIsReady = false;
 
   /**
-   * `snapshotPrefix`: the prefix of a snapshot store, which takes its rows of an adopted
-   * awaitly-postgres snapshot table at start-up (see `claimLegacySnapshots`).
+   * `options`: the store's options as given (see {@link viewOptions}). `snapshotPrefix`: the
+   * prefix of a snapshot store, which takes its rows of an adopted awaitly-postgres snapshot
+   * table at start-up (see `claimLegacySnapshots`).
    */
-  constructor(settings: PostgresSettings, tables: StoreTables, { snapshotPrefix = '' }: { snapshotPrefix?: string } = {}) {
-    this.#connection = new PostgresConnection(settings.connection);
+  constructor(settings: PostgresSettings, tables: StoreTables, { snapshotPrefix = '', options = {} }: { snapshotPrefix?: string; options?: object } = {}) {
+    this.#source = settings.connection;
+    this.#options = options;
     this.#tables = tables;
     this.#ddl = storeDdl(tables);
     this.#creation = storeDdl(tables, { creating: true });
     this.#autoCreate = settings.autoCreate;
     this.#cleanupInterval = settings.cleanupInterval;
     this.#snapshotPrefix = snapshotPrefix;
+  }
+
+  /** The store's share of the pool, taken on first need. */
+  get #connection(): PostgresConnection {
+    this.#opened ??= new PostgresConnection(this.#source);
+    return this.#opened;
   }
 
   /** The DDL of the store's tables (what it runs on first use unless `autoCreate: false`). */
@@ -247,6 +312,14 @@ export class PostgresDatabase implements StoreDatabase {
   bind(transaction: object): StoreDatabase {
     assertTransactionClient(transaction);
     return new TransactionDatabase(this, transaction);
+  }
+
+  viewOptions<T>(transaction: object): T {
+    return { ...this.#options, coalesce: false, wakeups: false, cleanupInterval: undefined, [VIEW_DATABASE]: this.bind(transaction) } as T;
+  }
+
+  toStowageError(error: unknown): unknown {
+    return toStowageError(error);
   }
 
   /**
@@ -303,7 +376,7 @@ export class PostgresDatabase implements StoreDatabase {
     for (const registration of this.#sweeps) registration();
     await Promise.all(this.#listeners.map((listener) => listener.close()));
     await this.#ready?.catch(() => undefined);
-    await this.#connection.end();
+    await this.#opened?.end();
   }
 
   /** Creates the tables (unless `autoCreate: false`); `newerThan`: see `ensureSchema`. */

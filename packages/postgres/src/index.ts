@@ -1,5 +1,5 @@
 export { postgres, PostgresSnapshotStore, PostgresLockingSnapshotStore } from './stores/snapshots.js';
-export type { PostgresSnapshotStoreOptions, PostgresWorkflowLockOptions } from './stores/snapshots.js';
+export type { PostgresSnapshotRetention, PostgresSnapshotStoreOptions, PostgresWorkflowLockOptions } from './stores/snapshots.js';
 export { createPostgresPersistence } from './stores/persistence.js';
 export type { PostgresPersistenceOptions } from './stores/persistence.js';
 export { PostgresKeyValueStore } from './stores/kv.js';

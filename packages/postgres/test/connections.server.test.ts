@@ -137,6 +137,23 @@ describeServer('connections', () => {
     await db.close();
   });
 
+  test('connect(pool) puts every store on a pg.Pool of yours, and close() leaves it open', async () => {
+    const tables = freshTables();
+    const pool = new pg.Pool({ connectionString: url, max: 2 });
+    const counting = new CountingPool(pool);
+    const db = connect(counting);
+    const kv = db.kv({ table: tables.kv });
+    const locks = db.locks({ table: tables.locks, wakeups: false });
+    await kv.set('k', 'v');
+    expect((await locks.acquire('l', 60_000))?.fence).toBeGreaterThan(0);
+    expect(counting.statements.some((text) => text.includes(tables.kv)), 'the kv store sent through the given pool').toBe(true);
+    expect(counting.statements.some((text) => text.includes(tables.locks)), 'the lock provider sent through the given pool').toBe(true);
+    await db.close();
+    await expect(kv.get('k')).rejects.toMatchObject({ code: 'E_CLOSED' });
+    expect((await pool.query('SELECT 1 AS one')).rows[0].one, 'the pool is still yours, and open').toBe(1);
+    await pool.end();
+  });
+
   test('a LISTEN connection the server terminates is opened again, and wake-ups work again', async () => {
     const applicationName = `stowage-relisten-${uniqueSuffix()}`;
     const tables = freshTables();

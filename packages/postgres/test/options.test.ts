@@ -163,6 +163,28 @@ describe('options every store reads the same way', () => {
     await stores.kv({ url: 'postgres://postgres@127.0.0.1:1/unused' }).close();
     await stores.kv({ url: 'socket:/var/run/postgresql?db=unused' }).close();
   });
+
+  test('a store whose kit options are refused (a bad prefix, codec, onDuplicate, coalesce) leaves nothing on a pg.Pool of yours', async () => {
+    const pool = new pg.Pool({ connectionString: url });
+    const hooked = () => pool.listenerCount('release') + pool.listenerCount('remove');
+    const refused = [
+      () => new PostgresSnapshotStore({ pool, prefix: 42 as never }),
+      () => new PostgresCacheProvider({ pool, prefix: 42 as never }),
+      () => new PostgresKeyValueStore({ pool, coalesce: 'yes' as never }),
+      () => new PostgresCheckpointStore({ pool, onDuplicate: 'ignore' as never }),
+      () => new PostgresIdempotencyStore({ pool, codec: 5 as never }),
+    ];
+    for (const create of refused) {
+      expect(create).toThrow(expect.objectContaining({ code: 'E_INVALID_OPTION' }));
+      // The store took no share of the pool: nothing listens to it, nothing waits to be closed.
+      expect(hooked()).toBe(0);
+    }
+    const kv = new PostgresKeyValueStore({ pool });
+    expect(hooked()).toBeGreaterThan(0);
+    await kv.close();
+    expect(hooked()).toBe(0);
+    await pool.end();
+  });
 });
 
 describe('connection failures pg reports as Node errors', () => {

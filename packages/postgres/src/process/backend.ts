@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
 import type {
-  Capabilities,
   ClaimRequest,
   CreateItemRequest,
   ExtendLeaseRequest,
@@ -17,8 +16,7 @@ import type {
 } from '@stowage/core';
 import { StowageError } from '@stowage/core';
 import { ProcessBackendBase, booleanOption } from '@stowage/core/adapter';
-import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase, type TransactionClient } from '../database.js';
-import { toStowageError } from '../errors.js';
+import { listeningHandle, storeDatabase, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText } from '../key-encoding.js';
 import { postgresSettings, retentionOf, storeIdentity, type PostgresStoreOptions } from '../options.js';
 import { clearExpiredInBatches, dateFromMs } from '../sql.js';
@@ -74,34 +72,24 @@ export function createPostgresProcessBackend(options: PostgresProcessBackendOpti
  */
 export class PostgresProcessBackend extends ProcessBackendBase {
   readonly #db: StoreDatabase;
-  /** The options the store was created with: its views inside transactions are created from them. */
-  readonly #options: object;
   readonly #sql: ReturnType<typeof processStatements>;
   readonly #channel: string;
   readonly #wakeups: ReleaseWakeups | undefined;
-  readonly #feeds = new Set<PostgresProcessFeed>();
+  /** The open feeds, closed before the database (see {@link listeningHandle}). */
+  readonly #feeds: Set<PostgresProcessFeed>;
   readonly #historyRetention: number | undefined;
 
   constructor(options: PostgresProcessBackendOptions | string) {
-    const { options: given, settings } = postgresSettings(options);
-    const items = settings.table('processItems', given.itemsTable);
-    const transitions = settings.table('processTransitions', given.transitionsTable);
-    const wakeups = booleanOption(given.wakeups, 'wakeups', true);
-    const historyRetention = retentionOf(given.historyRetention, 'historyRetention');
-    super(storeIdentity('PostgresProcessBackend', items, settings));
-    this.#options = given;
-    this.#db = storeDatabase(given, settings, [
-      ['processItems', items],
-      ['processTransitions', transitions],
-    ]);
+    const { identity, db, items, transitions, channel, wakeups, historyRetention } = resolveProcessBackend(options);
+    const feeds = new Set<PostgresProcessFeed>();
+    super(identity, listeningHandle(db, wakeups, () => Promise.all([...feeds].map((feed) => feed.close()))));
+    this.#db = db;
     this.#sql = processStatements(items.sql, transitions.sql);
-    // A NOTIFY channel is an identifier of at most 63 bytes: name it after a hash of the table.
-    this.#channel = `stowage_process_${createHash('sha256').update(items.key).digest('hex').slice(0, 24)}`;
-    this.#wakeups = wakeups ? this.#db.listen(this.#channel) : undefined;
+    this.#channel = channel;
+    this.#wakeups = wakeups;
+    this.#feeds = feeds;
     this.#historyRetention = historyRetention;
-    if (historyRetention !== undefined) {
-      this.#db.sweep(transitions, { key: `process:history:${historyRetention}`, run: () => this.clearHistory() });
-    }
+    if (historyRetention !== undefined) db.sweep(transitions, { key: `process:history:${historyRetention}`, run: () => this.clearHistory() });
   }
 
   /**
@@ -117,29 +105,13 @@ export class PostgresProcessBackend extends ProcessBackendBase {
     });
   }
 
-  /** `changeFeed` and `wakeups` are true once LISTEN was seen to work (after {@link ready}). */
-  get capabilities(): Capabilities {
-    const listening = this.#wakeups?.supported ?? false;
-    return { ...POSTGRES_CAPABILITIES, changeFeed: listening, wakeups: listening };
-  }
-
-  /** Creates the tables on first use (unless `autoCreate: false`), then detects LISTEN support. */
-  ready(): Promise<void> {
-    return this.call('process.ready', () => this.#ready());
-  }
-
   /** The DDL this backend runs on first use (or that you run yourself with `autoCreate: false`). */
   schemaSql(): string {
     return this.#db.schemaSql();
   }
 
-  /** This store inside the caller's transaction (see `withTransaction`): same tables, statements on the transaction's client. */
   protected override _bind(transaction: object): this {
-    return new PostgresProcessBackend(viewOptions(this.#options, this.#db, transaction)) as this;
-  }
-
-  protected override _runTransaction<T>(fn: (transaction: TransactionClient) => Promise<T>): Promise<T> {
-    return this.#db.transaction(fn);
+    return new PostgresProcessBackend(this.#db.viewOptions(transaction)) as this;
   }
 
   protected async _createItem(request: CreateItemRequest): Promise<{ item: ProcessItem; created: boolean }> {
@@ -197,7 +169,7 @@ export class PostgresProcessBackend extends ProcessBackendBase {
     } else {
       start = parseFeedPosition(position);
     }
-    await this.#ready(); // LISTEN detection, so the feed knows whether to expect wake-ups
+    await this.handle.ready(); // LISTEN detection, so the feed knows whether to expect wake-ups
     const key = wakeupKey(process, state);
     const feed = new PostgresProcessFeed(
       {
@@ -256,25 +228,28 @@ export class PostgresProcessBackend extends ProcessBackendBase {
     return rows.length === 0 ? null : toItem(rows[0]);
   }
 
-  protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
-  }
-
-  protected override async _close(): Promise<void> {
-    await Promise.all([...this.#feeds].map((feed) => feed.close()));
-    await this.#db.close();
-  }
-
-  async #ready(): Promise<void> {
-    await this.#db.ready();
-    await this.#wakeups?.start();
-  }
-
   /** One page of the log after `after`, only of transactions older than every one still running. */
   async #readLog(process: string, state: string, after: FeedPosition, limit: number, alreadyCommitted: string | null): Promise<ProcessChange[]> {
     const { rows } = await this.#db.run(this.#sql.readLog, [process, state, after.xid, after.seq, limit, alreadyCommitted]);
     return rows.map((row) => ({ itemId: decodeText(row.item_id), state, version: Number(row.version), position: `${row.xid}:${row.seq}` }));
   }
+}
+
+/**
+ * What the backend's constructor starts from (see `resolveStore`): its options checked, its two
+ * tables, its database, its NOTIFY channel and, with `wakeups`, the listener on it.
+ */
+function resolveProcessBackend(options: PostgresProcessBackendOptions | string) {
+  const { options: given, settings } = postgresSettings(options);
+  const items = settings.table('processItems', given.itemsTable);
+  const transitions = settings.table('processTransitions', given.transitionsTable);
+  const listen = booleanOption(given.wakeups, 'wakeups', true);
+  const historyRetention = retentionOf(given.historyRetention, 'historyRetention');
+  const db = storeDatabase(given, settings, [['processItems', items], ['processTransitions', transitions]]);
+  // A NOTIFY channel is an identifier of at most 63 bytes: name it after a hash of the table.
+  const channel = `stowage_process_${createHash('sha256').update(items.key).digest('hex').slice(0, 24)}`;
+  const wakeups = listen ? db.listen(channel) : undefined;
+  return { identity: storeIdentity('PostgresProcessBackend', items, settings), db, items, transitions, channel, wakeups, historyRetention };
 }
 
 function wakeupKey(process: string, state: string): string {

@@ -1,9 +1,8 @@
-import type { CacheOptions, Capabilities } from '@stowage/core';
+import type { CacheOptions } from '@stowage/core';
 import { CacheProviderBase, type CacheWrite, type Glob } from '@stowage/core/adapter';
-import { POSTGRES_CAPABILITIES, PostgresDatabase } from '../database.js';
-import { toStowageError } from '../errors.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText, valuesInOrder } from '../key-encoding.js';
-import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import type { PostgresStoreOptions } from '../options.js';
 import { globMatchSql, globSelection } from '../glob.js';
 import { LIVE, clearExpiredBatchSql, clearExpiredInBatches, inKeyRange, msInterval } from '../sql.js';
 
@@ -20,23 +19,16 @@ export interface PostgresCacheProviderOptions extends PostgresStoreOptions, Cach
  * tick go out as one statement (the kit's coalescing, on `_getMany` and `_setMany`).
  */
 export class PostgresCacheProvider extends CacheProviderBase {
-  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
-  readonly #db: PostgresDatabase;
+  readonly #db: StoreDatabase;
   readonly #sql: ReturnType<typeof cacheStatements>;
 
   constructor(options: PostgresCacheProviderOptions | string) {
-    const { options: given, settings } = postgresSettings(options);
-    const table = settings.mainTable('cache');
-    super(storeIdentity('PostgresCacheProvider', table, settings), { prefix: given.prefix, defaultTtl: given.defaultTtl, codec: given.codec, coalesce: given.coalesce });
-    this.#db = new PostgresDatabase(settings, [['cache', table]]);
+    const { given, table, identity, db } = resolveStore('PostgresCacheProvider', options, 'cache');
+    super(identity, db, { prefix: given.prefix, defaultTtl: given.defaultTtl, codec: given.codec, coalesce: given.coalesce });
+    this.#db = db;
     this.#sql = cacheStatements(table.sql);
     // Each cache clears its own prefix (on the (prefix, expires_at) index): one job per prefix.
-    this.#db.sweep(table, { key: `cache:expired:${JSON.stringify(this.prefix)}`, run: () => this.clearExpired() });
-  }
-
-  /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */
-  ready(): Promise<void> {
-    return this.call('cache.ready', () => this.#db.ready());
+    db.sweep(table, { key: `cache:expired:${JSON.stringify(this.prefix)}`, run: () => this.clearExpired() });
   }
 
   /** The DDL this cache runs on first use (or that you run yourself with `autoCreate: false`). */
@@ -105,14 +97,6 @@ export class PostgresCacheProvider extends CacheProviderBase {
   /** This cache's expired entries, in batches (see `clearExpiredBatchSql`). */
   protected async _clearExpired(): Promise<number> {
     return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired, [this.prefix]), this.closeSignal);
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#db.close();
   }
 }
 

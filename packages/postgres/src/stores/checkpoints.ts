@@ -1,9 +1,8 @@
-import type { Capabilities, JsonValue } from '@stowage/core';
+import type { JsonValue } from '@stowage/core';
 import { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from '@stowage/core/adapter';
-import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
-import { toStowageError } from '../errors.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText } from '../key-encoding.js';
-import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import type { PostgresStoreOptions } from '../options.js';
 import { epochMs, timestampFromMs } from '../sql.js';
 
 export interface PostgresCheckpointStoreOptions extends PostgresStoreOptions, CheckpointStoreBaseOptions {}
@@ -25,24 +24,14 @@ interface CheckpointRow {
  * `data` is the codec's text (strict JSON by default) in a `text` column.
  */
 export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreBase<TData> {
-  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
   readonly #db: StoreDatabase;
-  /** The options the store was created with: its views inside transactions are created from them. */
-  readonly #options: object;
   readonly #sql: ReturnType<typeof checkpointStatements>;
 
   constructor(options: PostgresCheckpointStoreOptions | string) {
-    const { options: given, settings } = postgresSettings(options);
-    const table = settings.mainTable('checkpoints');
-    super(storeIdentity('PostgresCheckpointStore', table, settings), { codec: given.codec, onDuplicate: given.onDuplicate });
-    this.#options = given;
-    this.#db = storeDatabase(given, settings, [['checkpoints', table]]);
+    const { given, table, identity, db } = resolveStore('PostgresCheckpointStore', options, 'checkpoints');
+    super(identity, db, { codec: given.codec, onDuplicate: given.onDuplicate });
+    this.#db = db;
     this.#sql = checkpointStatements(table.sql);
-  }
-
-  /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */
-  ready(): Promise<void> {
-    return this.call('checkpoints.ready', () => this.#db.ready());
   }
 
   /** The DDL this store runs on first use (or that you run yourself with `autoCreate: false`). */
@@ -50,9 +39,8 @@ export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreB
     return this.#db.schemaSql();
   }
 
-  /** This store inside the caller's transaction (see `withTransaction`): same tables, statements on the transaction's client. */
   protected override _bind(transaction: object): this {
-    return new PostgresCheckpointStore(viewOptions(this.#options, this.#db, transaction)) as this;
+    return new PostgresCheckpointStore<TData>(this.#db.viewOptions(transaction)) as this;
   }
 
   protected async _save(checkpoint: StoredCheckpoint): Promise<'saved' | 'id-exists' | 'sequence-exists'> {
@@ -89,14 +77,6 @@ export class PostgresCheckpointStore<TData = JsonValue> extends CheckpointStoreB
 
   protected async _deleteAll(taskId: string): Promise<void> {
     await this.#db.run(this.#sql.deleteAll, [encodeText(taskId)]);
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#db.close();
   }
 }
 

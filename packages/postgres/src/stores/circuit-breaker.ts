@@ -1,9 +1,8 @@
-import { StowageError, type Capabilities, type CircuitBreakerPersistedState } from '@stowage/core';
+import { StowageError, type CircuitBreakerPersistedState } from '@stowage/core';
 import { CircuitBreakerStoreBase } from '@stowage/core/adapter';
-import { POSTGRES_CAPABILITIES, PostgresDatabase } from '../database.js';
-import { toStowageError } from '../errors.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { encodeText } from '../key-encoding.js';
-import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import type { PostgresStoreOptions } from '../options.js';
 import { epochMs, msInterval, timestampFromMs } from '../sql.js';
 
 export type PostgresCircuitBreakerStoreOptions = PostgresStoreOptions;
@@ -18,21 +17,14 @@ const MAX_COUNT = 2_147_483_647;
  * processes never lose a failure and exactly one of them sees the count reach `maxFailures`.
  */
 export class PostgresCircuitBreakerStore extends CircuitBreakerStoreBase {
-  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
-  readonly #db: PostgresDatabase;
+  readonly #db: StoreDatabase;
   readonly #sql: ReturnType<typeof circuitStatements>;
 
   constructor(options: PostgresCircuitBreakerStoreOptions | string) {
-    const { settings } = postgresSettings(options);
-    const table = settings.mainTable('circuitBreaker');
-    super(storeIdentity('PostgresCircuitBreakerStore', table, settings));
-    this.#db = new PostgresDatabase(settings, [['circuitBreaker', table]]);
+    const { table, identity, db } = resolveStore('PostgresCircuitBreakerStore', options, 'circuitBreaker');
+    super(identity, db);
+    this.#db = db;
     this.#sql = circuitStatements(table.sql);
-  }
-
-  /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */
-  ready(): Promise<void> {
-    return this.call('circuitBreaker.ready', () => this.#db.ready());
   }
 
   /** The DDL this store runs on first use (or that you run yourself with `autoCreate: false`). */
@@ -68,14 +60,6 @@ export class PostgresCircuitBreakerStore extends CircuitBreakerStoreBase {
 
   protected async _delete(key: string): Promise<void> {
     await this.#db.run(this.#sql.delete, [encodeText(key)]);
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#db.close();
   }
 }
 

@@ -1,9 +1,7 @@
-import type { Capabilities } from '@stowage/core';
 import { IdempotencyStoreBase, type IdempotencyStoreBaseOptions, type RunClaim, type StoredReservation, type StoredResult } from '@stowage/core/adapter';
-import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase, type TransactionClient } from '../database.js';
-import { toStowageError } from '../errors.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText } from '../key-encoding.js';
-import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import type { PostgresStoreOptions } from '../options.js';
 import { LIVE, clearExpiredBatchSql, clearExpiredInBatches, epochMs, msInterval } from '../sql.js';
 
 export interface PostgresIdempotencyStoreOptions extends PostgresStoreOptions, IdempotencyStoreBaseOptions {}
@@ -15,28 +13,18 @@ export interface PostgresIdempotencyStoreOptions extends PostgresStoreOptions, I
  * stands after the statement, so exactly one concurrent caller finds its own token in it.
  */
 export class PostgresIdempotencyStore extends IdempotencyStoreBase {
-  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
   readonly #db: StoreDatabase;
-  /** The options the store was created with: its views inside transactions are created from them. */
-  readonly #options: object;
   readonly #sql: ReturnType<typeof idempotencyStatements>;
   /** The advisory lock space of this table's `runOnce` claims (see `_claimRun`). */
   readonly #runLockSpace: string;
 
   constructor(options: PostgresIdempotencyStoreOptions | string) {
-    const { options: given, settings } = postgresSettings(options);
-    const table = settings.mainTable('idempotency');
-    super(storeIdentity('PostgresIdempotencyStore', table, settings), { codec: given.codec });
-    this.#options = given;
-    this.#db = storeDatabase(given, settings, [['idempotency', table]]);
+    const { given, table, identity, db } = resolveStore('PostgresIdempotencyStore', options, 'idempotency');
+    super(identity, db, { codec: given.codec });
+    this.#db = db;
     this.#sql = idempotencyStatements(table.sql);
     this.#runLockSpace = `stowage runOnce ${table.sql}`;
-    this.#db.sweep(table, { key: 'idempotency:expired', run: () => this.clearExpired() });
-  }
-
-  /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */
-  ready(): Promise<void> {
-    return this.call('idempotency.ready', () => this.#db.ready());
+    db.sweep(table, { key: 'idempotency:expired', run: () => this.clearExpired() });
   }
 
   /** The DDL this store runs on first use (or that you run yourself with `autoCreate: false`). */
@@ -44,13 +32,8 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
     return this.#db.schemaSql();
   }
 
-  /** This store inside the caller's transaction (see `withTransaction`): same tables, statements on the transaction's client. */
   protected override _bind(transaction: object): this {
-    return new PostgresIdempotencyStore(viewOptions(this.#options, this.#db, transaction)) as this;
-  }
-
-  protected override _runTransaction<T>(fn: (transaction: TransactionClient) => Promise<T>): Promise<T> {
-    return this.#db.transaction(fn);
+    return new PostgresIdempotencyStore(this.#db.viewOptions(transaction)) as this;
   }
 
   /** Deletes expired results and abandoned claims, in batches (see `clearExpiredBatchSql`); returns how many. */
@@ -102,14 +85,6 @@ export class PostgresIdempotencyStore extends IdempotencyStoreBase {
   protected async _fail(key: string, token: string): Promise<boolean> {
     const { rowCount } = await this.#db.run(this.#sql.fail, [encodeText(key), token]);
     return rowCount === 1;
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#db.close();
   }
 }
 

@@ -1,10 +1,9 @@
-import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
+import type { KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
 import { KeyValueStoreBase, RUN_ALONE, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
 import { plannedEachCall } from '../connection/prepared-statements.js';
-import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
-import { toStowageError } from '../errors.js';
+import { resolveStore, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText, valuesInOrder } from '../key-encoding.js';
-import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import type { PostgresStoreOptions } from '../options.js';
 import type { TableName } from '../schema/names.js';
 import { globMatchSql, globSelection } from '../glob.js';
 import {
@@ -34,25 +33,15 @@ export interface PostgresKeyValueStoreOptions extends PostgresStoreOptions, KeyV
  * `_getMany`, `_existsMany`, `_setMany` and `_deleteEach`).
  */
 export class PostgresKeyValueStore extends KeyValueStoreBase {
-  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
   readonly #db: StoreDatabase;
-  /** The options the store was created with: its views inside transactions are created from them. */
-  readonly #options: object;
   readonly #sql: ReturnType<typeof keyValueStatements>;
 
   constructor(options: PostgresKeyValueStoreOptions | string) {
-    const { options: given, settings } = postgresSettings(options);
-    const table = settings.mainTable('kv');
-    super(storeIdentity('PostgresKeyValueStore', table, settings), { coalesce: given.coalesce });
-    this.#options = given;
-    this.#db = storeDatabase(given, settings, [['kv', table]]);
+    const { given, table, identity, db } = resolveStore('PostgresKeyValueStore', options, 'kv');
+    super(identity, db, { coalesce: given.coalesce });
+    this.#db = db;
     this.#sql = keyValueStatements(table);
-    this.#db.sweep(table, { key: 'kv:expired', run: () => this.clearExpired() });
-  }
-
-  /** Creates the table if needed; every operation awaits it, so call it only to fail fast at start-up. */
-  ready(): Promise<void> {
-    return this.call('kv.ready', () => this.#db.ready());
+    db.sweep(table, { key: 'kv:expired', run: () => this.clearExpired() });
   }
 
   /** The DDL this store runs on first use (or that you run yourself with `autoCreate: false`). */
@@ -60,9 +49,8 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
     return this.#db.schemaSql();
   }
 
-  /** This store inside the caller's transaction (see `withTransaction`): same tables, statements on the transaction's client. */
   protected override _bind(transaction: object): this {
-    return new PostgresKeyValueStore(viewOptions(this.#options, this.#db, transaction)) as this;
+    return new PostgresKeyValueStore(this.#db.viewOptions(transaction)) as this;
   }
 
   protected override async _get(key: string): Promise<string | null> {
@@ -177,14 +165,6 @@ export class PostgresKeyValueStore extends KeyValueStoreBase {
   /** In batches of `CLEAR_EXPIRED_BATCH` rows, each its own statement (see `clearExpiredBatchSql`). */
   protected async _clearExpired(): Promise<number> {
     return clearExpiredInBatches(() => this.#db.run(this.#sql.clearExpired), this.closeSignal);
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#db.close();
   }
 }
 

@@ -1,8 +1,7 @@
-import { StowageError, type Capabilities, type LockingSnapshotStore, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
-import { SnapshotStoreBase, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
+import { StowageError, type LockingSnapshotStore, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
+import { SnapshotStoreBase, type SnapshotCursor, type SnapshotStoreBaseOptions, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
 import type { PostgresQueryResult } from '../connection/types.js';
-import { POSTGRES_CAPABILITIES, storeDatabase, viewOptions, type StoreDatabase } from '../database.js';
-import { toStowageError } from '../errors.js';
+import { storeDatabase, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText } from '../key-encoding.js';
 import { postgresSettings, retentionOf, storeIdentity, type PostgresStoreOptions } from '../options.js';
 import type { TableKind, TableName } from '../schema/names.js';
@@ -49,10 +48,7 @@ export interface PostgresSnapshotRetention {
  * table's sequence: never reused for an id, also after delete.
  */
 export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends SnapshotStoreBase<TSnapshot> {
-  readonly capabilities: Capabilities = POSTGRES_CAPABILITIES;
   readonly #db: StoreDatabase;
-  /** The options the store was created with: its views inside transactions are created from them. */
-  readonly #options: object;
   readonly #table: TableName;
   /** The table's statements, once its id column is known (see `snapshotIdColumn`). */
   #sql: SnapshotStatements | undefined;
@@ -60,28 +56,14 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
   readonly #finishedAfter: number | undefined;
 
   constructor(options: PostgresSnapshotStoreOptions | string) {
-    const { options: given, settings } = postgresSettings(options);
-    const lock = workflowLockOptions(given.lock);
-    const finishedAfter = finishedAfterOf(given.snapshotRetention);
-    if (lock !== undefined && new.target === PostgresSnapshotStore) {
-      throw new StowageError('E_INVALID_OPTION', 'lock: create the store with postgres({ lock }) or new PostgresLockingSnapshotStore()');
-    }
-    const table = settings.mainTable('snapshots');
-    const workflowLock = lock && { table: settings.table('workflowLocks', lock.lockTableName), ttl: lock.ttl };
-    const tables: [TableKind, TableName][] = [['snapshots', table]];
-    if (workflowLock) tables.push(['workflowLocks', workflowLock.table]);
-    const db = storeDatabase(given, settings, tables, { snapshotPrefix: typeof given.prefix === 'string' ? given.prefix : '' });
-    super(storeIdentity('PostgresSnapshotStore', table, settings), {
-      prefix: given.prefix,
-      ...(workflowLock && { workflowLeases: new LeaseTable(db, workflowLock.table), lockTtl: workflowLock.ttl }),
-    });
-    this.#options = given;
+    const { table, identity, db, base, lockTable, finishedAfter } = resolveSnapshotStore(options, new.target === PostgresSnapshotStore);
+    super(identity, db, base);
     this.#db = db;
     this.#table = table;
     this.#finishedAfter = finishedAfter;
-    if (workflowLock) this.#db.sweep(workflowLock.table, { key: 'leases:expired', run: () => this.clearExpiredLocks!() });
+    if (lockTable) db.sweep(lockTable, { key: 'leases:expired', run: () => this.clearExpiredLocks!() });
     if (finishedAfter !== undefined) {
-      this.#db.sweep(table, { key: `snapshots:finished:${JSON.stringify(this.prefix)}:${finishedAfter}`, run: () => this.clearFinished() });
+      db.sweep(table, { key: `snapshots:finished:${JSON.stringify(this.prefix)}:${finishedAfter}`, run: () => this.clearFinished() });
     }
   }
 
@@ -98,19 +80,14 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
     });
   }
 
-  /** Creates the tables if needed; every operation awaits it, so call it only to fail fast at start-up. */
-  ready(): Promise<void> {
-    return this.call('snapshots.ready', () => this.#db.ready());
-  }
-
   /** The DDL this store runs on first use (or that you run yourself with `autoCreate: false`). */
   schemaSql(): string {
     return this.#db.schemaSql();
   }
 
-  /** This store inside the caller's transaction (see `withTransaction`): same tables, statements on the transaction's client. */
+  /** Its view is a plain snapshot store: the workflow lock's leases cannot live in a transaction. */
   protected override _bind(transaction: object): this {
-    return new PostgresSnapshotStore(viewOptions({ ...this.#options, lock: undefined }, this.#db, transaction)) as this;
+    return new PostgresSnapshotStore<TSnapshot>({ ...this.#db.viewOptions<PostgresSnapshotStoreOptions>(transaction), lock: undefined }) as this;
   }
 
   protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
@@ -166,14 +143,6 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
       this.#sql ??= snapshotStatements(this.#table, column);
       return this.#db.run(this.#sql[statement], values);
     });
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#db.close();
   }
 }
 
@@ -241,6 +210,27 @@ export class PostgresLockingSnapshotStore<TSnapshot extends object = WorkflowSna
   constructor(options: PostgresSnapshotStoreOptions & { lock: PostgresWorkflowLockOptions | true }) {
     super(options);
   }
+}
+
+/**
+ * What a snapshot store's constructor starts from (see `resolveStore`): its options checked, its
+ * tables (the snapshots', and with `lock` the workflow leases'), its database and its kit
+ * options. `plain`: the store is a `PostgresSnapshotStore`, which refuses `lock`.
+ */
+function resolveSnapshotStore(options: PostgresSnapshotStoreOptions | string, plain: boolean) {
+  const { options: given, settings } = postgresSettings(options);
+  const lock = workflowLockOptions(given.lock);
+  const finishedAfter = finishedAfterOf(given.snapshotRetention);
+  if (lock !== undefined && plain) {
+    throw new StowageError('E_INVALID_OPTION', 'lock: create the store with postgres({ lock }) or new PostgresLockingSnapshotStore()');
+  }
+  const table = settings.mainTable('snapshots');
+  const lockTable = lock && settings.table('workflowLocks', lock.lockTableName);
+  const tables: [TableKind, TableName][] = [['snapshots', table]];
+  if (lockTable) tables.push(['workflowLocks', lockTable]);
+  const db = storeDatabase(given, settings, tables, { snapshotPrefix: typeof given.prefix === 'string' ? given.prefix : '' });
+  const base: SnapshotStoreBaseOptions = { prefix: given.prefix, ...(lockTable && { workflowLeases: new LeaseTable(db, lockTable), lockTtl: lock?.ttl }) };
+  return { table, identity: storeIdentity('PostgresSnapshotStore', table, settings), db, base, lockTable, finishedAfter };
 }
 
 /** `snapshotRetention.finishedAfter` as given (`E_INVALID_OPTION` unless an object with a positive duration). */
