@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, expect, test } from 'vitest';
-import { PostgresCheckpointStore, PostgresIdempotencyStore, PostgresKeyValueStore, PostgresSnapshotStore } from '../src/index.js';
+import { PostgresCacheProvider, PostgresCheckpointStore, PostgresIdempotencyStore, PostgresKeyValueStore, PostgresSnapshotStore } from '../src/index.js';
 import { CLEAR_EXPIRED_BATCH } from '../src/sql.js';
 import { serverTestSetup } from './support/server.js';
 
@@ -175,6 +175,31 @@ describeServer('postgres: stores used together', () => {
     }
     expect(await kv.getMany(['held', 'held-too', 'free', 'gone'])).toEqual(['2', null, '2', null]);
     await kv.close();
+  });
+
+  test('a cache key another transaction holds makes only its own set wait, not the sets coalesced with it', async () => {
+    const tables = freshTables();
+    const applicationName = `stowage-test-compose-skip-${tables.cache}`;
+    const cache = new PostgresCacheProvider({ url, applicationName, table: tables.cache, cleanupInterval: false });
+    await Promise.all([cache.set('held', 1), cache.set('free', 1)]);
+    const holder = await admin.connect();
+    let heldSettled = false;
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`UPDATE "${tables.cache}" SET value = '"locked"' WHERE key = 'held'`);
+      // One tick: one batch of two sets.
+      const held = cache.set('held', 2).finally(() => (heldSettled = true));
+      await cache.set('free', 2);
+      expect(heldSettled).toBe(false);
+      while ((await waitingLocks(applicationName)) < 1) await sleep(20);
+      await holder.query('ROLLBACK');
+      await held;
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
+    expect([await cache.get('held'), await cache.get('free')]).toEqual([2, 2]);
+    await cache.close();
   });
 
   test('a view on a client outside a transaction refuses with E_INVALID_OPTION instead of committing on its own', async () => {

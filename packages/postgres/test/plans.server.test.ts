@@ -358,6 +358,7 @@ describeServer(`query plans on tables of ${ROWS.toLocaleString('en')} rows`, () 
       ['kv.set (coalesced)', () => Promise.all([12, 13].map((i) => kv.set(kvKey(i), 'v')))],
       ['kv.delete', () => kv.delete(kvKey(14))],
       ['kv.delete (coalesced)', () => Promise.all([15, 16].map((i) => kv.delete(kvKey(i))))],
+      ['kv.setMany', () => kv.setMany([{ key: kvKey(19), value: 'v' }, { key: kvKey(20), value: 'v' }])],
       ['kv.deleteMany', () => kv.deleteMany([kvKey(17), kvKey(18)])],
       ['kv.getEntry', () => kv.getEntry(kvKey(7))],
       ['kv.recent', async () => {

@@ -57,7 +57,7 @@ describeServer('statements stowage sends', () => {
     await kv.ready();
     const keys = Array.from({ length: 32 }, (_, i) => `k${String(i).padStart(2, '0')}`);
 
-    expect(await sentBy(counting, () => Promise.all(keys.map((key) => kv.set(key, `v-${key}`, { ttl: 60_000 }))))).toEqual([sql.setMany]);
+    expect(await sentBy(counting, () => Promise.all(keys.map((key) => kv.set(key, `v-${key}`, { ttl: 60_000 }))))).toEqual([sql.setEach]);
     expect(await sentBy(counting, () => kv.set('lone', 'x'))).toEqual([sql.set]);
 
     let values: (string | null)[] = [];

@@ -70,8 +70,8 @@ const created = new WeakMap<PostgresPool, Map<string, { promise: Promise<void>; 
  * tables (two processes creating the same table create it once; stores of other tables never
  * wait for it), under a {@link DDL_LOCK_TIMEOUT}: a statement that would queue behind a long
  * transaction gives up, so writers never queue behind it, and it is tried again after a pause.
- * When every try timed out but the tables and sequences exist (an index is missing on a busy
- * table), the store runs without the index, and the next start tries again. Nothing is held
+ * When a try timed out but the tables and sequences exist (an index is missing on a busy
+ * table), the store runs without the index at once, and the next start tries again. Nothing is held
  * across statements, which keeps this safe behind PgBouncer in transaction mode.
  *
  * A server that refuses the DDL because it is read-only (a standby, a failover target) or the
@@ -125,11 +125,13 @@ async function runDdl(connection: PostgresConnection, text: string, tables: Read
       if (state === MISSING_SEQUENCE) throw missingSequenceError((error as Error).message, error);
       if (attempt < 3 && (state === '42P07' || state === '23505' || state === '42710' || state === '40P01')) continue;
       if (state === LOCK_NOT_AVAILABLE) {
+        // Only an index is missing (the tables and sequences are there): the store runs without
+        // it at once rather than after every try; the next start builds it.
+        if (await allExist(connection, objects)) return;
         if (attempt < DDL_LOCK_ATTEMPTS) {
           await new Promise((resolve) => setTimeout(resolve, DDL_LOCK_TIMEOUT / 4));
           continue;
         }
-        if (await allExist(connection, objects)) return;
       }
       if ((state === READ_ONLY_TRANSACTION || state === INSUFFICIENT_PRIVILEGE) && (await allExist(connection, objects))) return;
       throw error;
