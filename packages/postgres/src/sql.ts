@@ -7,6 +7,8 @@
  * so every row of a batch gets one time and an index on the expiry column applies.
  */
 
+import { clearInBatches } from '@stowage/core/adapter';
+
 /** Interval SQL for `$n` milliseconds of server time; NULL stays NULL (no expiry). */
 export function msInterval(param: string): string {
   return `(${param}::bigint * interval '1 millisecond')`;
@@ -73,13 +75,8 @@ export function clearExpiredBatchSql(table: string, expired: string, { appendOnl
  * `clearExpired()` and so by the `cleanupInterval` timer. (Lease tables pass no `stop`: they
  * hold one row per lock key, never a backlog that outlasts a shutdown.)
  */
-export async function clearExpiredInBatches(run: () => Promise<{ rowCount: number | null }>, stop?: AbortSignal): Promise<number> {
-  let removed = 0;
-  for (;;) {
-    const count = (await run()).rowCount ?? 0;
-    removed += count;
-    if (count < CLEAR_EXPIRED_BATCH || stop?.aborted === true) return removed;
-  }
+export function clearExpiredInBatches(run: () => Promise<{ rowCount: number | null }>, stop?: AbortSignal): Promise<number> {
+  return clearInBatches(async () => (await run()).rowCount ?? 0, CLEAR_EXPIRED_BATCH, stop);
 }
 
 /**

@@ -32,6 +32,7 @@ import {
   type ProcessTransitionMessage,
   type StoreIdentity,
 } from '../diagnostics.js';
+import { retentionOf } from './retention.js';
 import { StoreBase, callerCode, type StoreHandle } from './store.js';
 
 /**
@@ -43,8 +44,26 @@ import { StoreBase, callerCode, type StoreHandle } from './store.js';
  * item's first claim in a state with how long the item waited for it (`stowage:process.claim`).
  */
 export abstract class ProcessBackendBase extends StoreBase implements ProcessBackend {
-  protected constructor(identity: string | StoreIdentity, handle: StoreHandle) {
+  /** `historyRetention`, when given: ms after which a transition record goes. */
+  protected readonly historyRetention: number | undefined;
+
+  /** `options.historyRetention`: as the backend was given it (validated here). */
+  protected constructor(identity: string | StoreIdentity, handle: StoreHandle, options: { historyRetention?: unknown } = {}) {
     super(identity, handle, 'process');
+    this.historyRetention = retentionOf(options.historyRetention, 'historyRetention');
+  }
+
+  /**
+   * Deletes transition records older than `historyRetention` ms, in batches (a `close()`
+   * meanwhile stops it between batches); how many. `E_INVALID_OPTION` without that option. The
+   * background sweeper runs it where the backend has one.
+   */
+  clearHistory(): Promise<number> {
+    return this.call('process.clearHistory', () => {
+      const retention = this.historyRetention;
+      if (retention === undefined || !this._clearHistory) throw new StowageError('E_INVALID_OPTION', 'clearHistory needs the historyRetention option');
+      return this._clearHistory(retention);
+    });
   }
 
   createItem(request: CreateItemRequest): Promise<{ item: ProcessItem; created: boolean }> {
@@ -148,6 +167,8 @@ export abstract class ProcessBackendBase extends StoreBase implements ProcessBac
   protected abstract _getItem(processName: string, id: string): Promise<ProcessItem | null>;
   protected abstract _listItems(request: ListItemsRequest): Promise<ProcessItem[]>;
   protected abstract _history(processName: string, id: string): Promise<TransitionRecord[]>;
+  /** Deletes transition records older than `retention` ms (see {@link clearHistory}); a backend with retention implements it. */
+  protected _clearHistory?(retention: number): Promise<number>;
   protected abstract _openFeed(processName: string, state: string, position: string | null): Promise<ProcessFeed>;
   protected abstract _findClaimable(request: FindClaimableRequest): Promise<ProcessChange[]>;
   protected abstract _claim(request: ClaimRequest): Promise<ProcessItem | null>;

@@ -21,6 +21,7 @@ import { newOwnerToken, type LeaseDriver } from './lock-support.js';
 import { deserializeResumeState, isResumeState, isSerializedResumeState, serializeResumeState } from './resume-state.js';
 import { assertExpectedVersion, assertOptionsObject, assertValidPrefix, isStorableTime, pageSizeOf } from './options.js';
 import type { StoreIdentity } from '../diagnostics.js';
+import { finishedAfterOf } from './retention.js';
 import { StoreBase, type StoreHandle } from './store.js';
 
 /** A snapshot as a backend returns it. */
@@ -50,6 +51,11 @@ export interface SnapshotStoreBaseOptions {
   workflowLeases?: LeaseDriver;
   /** Lease of `tryAcquire` without `ttlMs` (default 30 s). */
   lockTtl?: number;
+  /**
+   * `snapshotRetention`, as the store was given it (`{ finishedAfter: ms }`, validated here):
+   * snapshots of finished workflows not saved for that long are deleted by `clearFinished()`.
+   */
+  snapshotRetention?: unknown;
 }
 
 /**
@@ -64,6 +70,8 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
 {
   /** This store's namespace ('' for none). */
   protected readonly prefix: string;
+  /** `snapshotRetention.finishedAfter`, when given: ms after its last save that a finished workflow's snapshot goes. */
+  protected readonly finishedAfter: number | undefined;
 
   /*
    * awaitly's `WorkflowLock`, present only on a store created with a lock: `durable.run`
@@ -81,9 +89,26 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
     const prefix = options.prefix === undefined ? '' : options.prefix;
     assertValidPrefix(prefix);
     this.prefix = prefix;
+    this.finishedAfter = finishedAfterOf(options.snapshotRetention);
     const lockTtl = options.lockTtl ?? DEFAULT_WORKFLOW_LOCK_TTL;
     assertValidDuration(lockTtl, 'lock.ttl');
     if (options.workflowLeases) Object.assign(this, this.#workflowLock(options.workflowLeases, lockTtl));
+  }
+
+  /**
+   * Deletes this store's snapshots of finished workflows (`execution.status` one of
+   * `FINISHED_STATUSES`) not saved for `snapshotRetention.finishedAfter` ms, in batches (a
+   * `close()` meanwhile stops it between batches); how many. `E_INVALID_OPTION` without that
+   * option. The background sweeper runs it where the backend has one.
+   */
+  clearFinished(): Promise<number> {
+    return this.call('snapshots.clearFinished', () => {
+      const finishedAfter = this.finishedAfter;
+      if (finishedAfter === undefined || !this._clearFinished) {
+        throw new StowageError('E_INVALID_OPTION', 'clearFinished needs the snapshotRetention: { finishedAfter } option');
+      }
+      return this._clearFinished(finishedAfter);
+    });
   }
 
   save(id: string, snapshot: TSnapshot | ResumeState, options?: SnapshotSaveOptions): Promise<void> {
@@ -200,6 +225,9 @@ export abstract class SnapshotStoreBase<TSnapshot extends object = WorkflowSnaps
    * one it had before, also after delete.
    */
   protected abstract _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean>;
+
+  /** Deletes finished snapshots of this prefix not saved for `finishedAfter` ms (see {@link clearFinished}); a backend with retention implements it. */
+  protected _clearFinished?(finishedAfter: number): Promise<number>;
 
   protected abstract _load(id: string): Promise<StoredSnapshot | null>;
 

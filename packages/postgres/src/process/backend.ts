@@ -77,32 +77,22 @@ export class PostgresProcessBackend extends ProcessBackendBase {
   readonly #wakeups: ReleaseWakeups | undefined;
   /** The open feeds, closed before the database (see {@link listeningHandle}). */
   readonly #feeds: Set<PostgresProcessFeed>;
-  readonly #historyRetention: number | undefined;
 
   constructor(options: PostgresProcessBackendOptions | string) {
     const { identity, db, items, transitions, channel, wakeups, historyRetention } = resolveProcessBackend(options);
     const feeds = new Set<PostgresProcessFeed>();
-    super(identity, listeningHandle(db, wakeups, () => Promise.all([...feeds].map((feed) => feed.close()))));
+    super(identity, listeningHandle(db, wakeups, () => Promise.all([...feeds].map((feed) => feed.close()))), { historyRetention });
     this.#db = db;
     this.#sql = processStatements(items.sql, transitions.sql);
     this.#channel = channel;
     this.#wakeups = wakeups;
     this.#feeds = feeds;
-    this.#historyRetention = historyRetention;
     if (historyRetention !== undefined) db.sweep(transitions, { key: `process:history:${historyRetention}`, run: () => this.clearHistory() });
   }
 
-  /**
-   * Deletes transitions older than `historyRetention` (see that option) in batches, on the
-   * log's `at` index; returns how many. The background sweeper calls it; call it yourself with
-   * `cleanupInterval: false`.
-   */
-  clearHistory(): Promise<number> {
-    return this.call('process.clearHistory', async () => {
-      const retention = this.#historyRetention;
-      if (retention === undefined) throw new StowageError('E_INVALID_OPTION', 'clearHistory needs the historyRetention option');
-      return clearExpiredInBatches(() => this.#db.run(this.#sql.clearHistory, [retention]), this.closeSignal);
-    });
+  /** `clearHistory()` (the kit's), in batches on the log's `at` index, one statement each. */
+  protected override _clearHistory(retention: number): Promise<number> {
+    return clearExpiredInBatches(() => this.#db.run(this.#sql.clearHistory, [retention]), this.closeSignal);
   }
 
   /** The DDL this backend runs on first use (or that you run yourself with `autoCreate: false`). */

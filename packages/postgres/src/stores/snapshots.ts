@@ -1,9 +1,9 @@
 import { StowageError, type LockingSnapshotStore, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
-import { SnapshotStoreBase, type SnapshotCursor, type SnapshotStoreBaseOptions, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
+import { FINISHED_STATUSES, SnapshotStoreBase, type SnapshotCursor, type SnapshotStoreBaseOptions, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
 import type { PostgresQueryResult } from '../connection/types.js';
 import { storeDatabase, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText } from '../key-encoding.js';
-import { postgresSettings, retentionOf, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
 import type { TableKind, TableName } from '../schema/names.js';
 import { NOW_MS, clearExpiredBatchSql, clearExpiredInBatches, dateFromMs, epochMs, inKeyRange, keyRange, msInterval, nextval, timestampFromMs } from '../sql.js';
 import { LeaseTable } from './leases.js';
@@ -52,32 +52,21 @@ export class PostgresSnapshotStore<TSnapshot extends object = WorkflowSnapshot> 
   readonly #table: TableName;
   /** The table's statements, once its id column is known (see `snapshotIdColumn`). */
   #sql: SnapshotStatements | undefined;
-  /** `snapshotRetention.finishedAfter`, when given. */
-  readonly #finishedAfter: number | undefined;
 
   constructor(options: PostgresSnapshotStoreOptions | string) {
-    const { table, identity, db, base, lockTable, finishedAfter } = resolveSnapshotStore(options, new.target === PostgresSnapshotStore);
+    const { table, identity, db, base, lockTable } = resolveSnapshotStore(options, new.target === PostgresSnapshotStore);
     super(identity, db, base);
     this.#db = db;
     this.#table = table;
-    this.#finishedAfter = finishedAfter;
     if (lockTable) db.sweep(lockTable, { key: 'leases:expired', run: () => this.clearExpiredLocks!() });
-    if (finishedAfter !== undefined) {
-      db.sweep(table, { key: `snapshots:finished:${JSON.stringify(this.prefix)}:${finishedAfter}`, run: () => this.clearFinished() });
+    if (this.finishedAfter !== undefined) {
+      db.sweep(table, { key: `snapshots:finished:${JSON.stringify(this.prefix)}:${this.finishedAfter}`, run: () => this.clearFinished() });
     }
   }
 
-  /**
-   * Deletes this store's snapshots of finished workflows older than
-   * `snapshotRetention.finishedAfter` (see that option), in batches; returns how many. The
-   * background sweeper calls it; call it yourself with `cleanupInterval: false`.
-   */
-  clearFinished(): Promise<number> {
-    return this.call('snapshots.clearFinished', async () => {
-      const finishedAfter = this.#finishedAfter;
-      if (finishedAfter === undefined) throw new StowageError('E_INVALID_OPTION', 'clearFinished needs the snapshotRetention: { finishedAfter } option');
-      return clearExpiredInBatches(() => this.#run('clearFinished', [this.prefix, finishedAfter]), this.closeSignal);
-    });
+  /** `clearFinished()` (the kit's), in batches of one statement each. */
+  protected override _clearFinished(finishedAfter: number): Promise<number> {
+    return clearExpiredInBatches(() => this.#run('clearFinished', [this.prefix, finishedAfter]), this.closeSignal);
   }
 
   /** The DDL this store runs on first use (or that you run yourself with `autoCreate: false`). */
@@ -189,7 +178,7 @@ export function snapshotStatements(table: TableName, id = 'id') {
     // (prefix, updated_at) range; the status is read from the document only for those rows.
     clearFinished: clearExpiredBatchSql(
       t,
-      `prefix = $1 AND updated_at < statement_timestamp() - ${msInterval('$2')} AND (snapshot -> 'execution' ->> 'status') IN ('completed', 'failed')`,
+      `prefix = $1 AND updated_at < statement_timestamp() - ${msInterval('$2')} AND (snapshot -> 'execution' ->> 'status') IN (${FINISHED.join(', ')})`,
     ),
   };
 }
@@ -220,7 +209,6 @@ export class PostgresLockingSnapshotStore<TSnapshot extends object = WorkflowSna
 function resolveSnapshotStore(options: PostgresSnapshotStoreOptions | string, plain: boolean) {
   const { options: given, settings } = postgresSettings(options);
   const lock = workflowLockOptions(given.lock);
-  const finishedAfter = finishedAfterOf(given.snapshotRetention);
   if (lock !== undefined && plain) {
     throw new StowageError('E_INVALID_OPTION', 'lock: create the store with postgres({ lock }) or new PostgresLockingSnapshotStore()');
   }
@@ -229,18 +217,12 @@ function resolveSnapshotStore(options: PostgresSnapshotStoreOptions | string, pl
   const tables: [TableKind, TableName][] = [['snapshots', table]];
   if (lockTable) tables.push(['workflowLocks', lockTable]);
   const db = storeDatabase(given, settings, tables, { snapshotPrefix: typeof given.prefix === 'string' ? given.prefix : '' });
-  const base: SnapshotStoreBaseOptions = { prefix: given.prefix, ...(lockTable && { workflowLeases: new LeaseTable(db, lockTable), lockTtl: lock?.ttl }) };
-  return { table, identity: storeIdentity('PostgresSnapshotStore', table, settings), db, base, lockTable, finishedAfter };
+  const base: SnapshotStoreBaseOptions = { prefix: given.prefix, snapshotRetention: given.snapshotRetention, ...(lockTable && { workflowLeases: new LeaseTable(db, lockTable), lockTtl: lock?.ttl }) };
+  return { table, identity: storeIdentity('PostgresSnapshotStore', table, settings), db, base, lockTable };
 }
 
-/** `snapshotRetention.finishedAfter` as given (`E_INVALID_OPTION` unless an object with a positive duration). */
-function finishedAfterOf(retention: unknown): number | undefined {
-  if (retention === undefined) return undefined;
-  if (retention === null || typeof retention !== 'object' || Array.isArray(retention)) {
-    throw new StowageError('E_INVALID_OPTION', 'snapshotRetention must be an object: { finishedAfter: ms }');
-  }
-  return retentionOf((retention as PostgresSnapshotRetention).finishedAfter, 'snapshotRetention.finishedAfter');
-}
+/** The finished statuses (the kit's) as SQL literals. */
+const FINISHED = FINISHED_STATUSES.map((status) => `'${status}'`);
 
 /** `lock` as given: `true` means the defaults, `false`/absent no lock. */
 function workflowLockOptions(lock: unknown): PostgresWorkflowLockOptions | undefined {
