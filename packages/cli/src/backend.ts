@@ -1,17 +1,8 @@
 import { StowageError } from '@stowage/core';
-import type { Backend } from './model.js';
+import type { Backend, OpenOptions } from './model.js';
 import { registerSecret, redactUrl } from './redact.js';
 
-export interface OpenOptions {
-  /** PostgreSQL schema of the tables (the stores' `schema` option). */
-  schema?: string;
-  /** Table or collection names the stores were given, by kind (`snapshots=my_snapshots`). */
-  names?: Record<string, string>;
-  /** MongoDB database, when the URL names none. */
-  database?: string;
-  /** go-go-scope's `keyPrefix`, under which `adopt --apply` keys the documents it converts (MongoDB). */
-  keyPrefix?: string;
-}
+export type { OpenOptions };
 
 /** The backend a URL names: `postgres://` / `postgresql://` or `mongodb://` / `mongodb+srv://`. */
 export async function openBackend(url: string, options: OpenOptions = {}): Promise<Backend> {

@@ -190,3 +190,15 @@ export function describeSnapshot(snapshot: unknown): { status: string; lastStep:
     steps: steps.length,
   };
 }
+
+/** How to open a backend (see `openBackend`). */
+export interface OpenOptions {
+  /** PostgreSQL schema of the tables (the stores' `schema` option). */
+  schema?: string;
+  /** Table or collection names the stores were given, by kind (`snapshots=my_snapshots`). */
+  names?: Record<string, string>;
+  /** MongoDB database, when the URL names none. */
+  database?: string;
+  /** go-go-scope's `keyPrefix`, under which `adopt --apply` keys the documents it converts (MongoDB). */
+  keyPrefix?: string;
+}

@@ -1,9 +1,9 @@
 import { StowageError } from '@stowage/core';
 import type { Document } from 'mongodb';
-import type { OpenOptions } from '../backend.js';
+import type { OpenOptions } from '../model.js';
 import type { AdoptionPlanItem } from '../model.js';
 import { loadPeer } from '../peers.js';
-import type { MongoSession } from './backend.js';
+import type { MongoSession } from './session.js';
 
 /*
  * `stowage adopt` on MongoDB: go-go-scope's collections (the only documents @stowage/mongo

@@ -1,20 +1,9 @@
-import type { Db, MongoClient } from 'mongodb';
-import type { OpenOptions } from '../backend.js';
-import type { AdoptionPlanItem, Backend, DoctorOptions, Finding, InspectQuery, Page, RowOf, Section } from '../model.js';
+import type { AdoptionPlanItem, Backend, DoctorOptions, Finding, InspectQuery, OpenOptions, Page, RowOf, Section } from '../model.js';
 import { loadPeer } from '../peers.js';
+import type { MongoSession } from './session.js';
 import { adopt, adoptionPlan } from './adopt.js';
 import { doctor } from './doctor.js';
 import * as views from './inspect.js';
-
-/** A database of the user's URL, the collection names, and the server's clock. */
-export interface MongoSession {
-  client: MongoClient;
-  db: Db;
-  url: string;
-  collections: Record<string, string>;
-  /** The server's time now (its `hello.localTime`; the client's where a server does not say). */
-  now(): Promise<Date>;
-}
 
 export class MongoBackend implements Backend {
   readonly kind = 'mongo';

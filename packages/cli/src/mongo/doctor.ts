@@ -1,7 +1,7 @@
 import type { Document } from 'mongodb';
 import type { DoctorOptions, Finding } from '../model.js';
 import { loadPeer } from '../peers.js';
-import type { MongoSession } from './backend.js';
+import type { MongoSession } from './session.js';
 import { privilegeCheck, reason } from './privileges.js';
 import { shardKeyCheck } from './shard-keys.js';
 

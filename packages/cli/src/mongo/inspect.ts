@@ -14,7 +14,7 @@ import {
   type WorkflowRow,
   workflowRow,
 } from '../model.js';
-import type { MongoSession } from './backend.js';
+import type { MongoSession } from './session.js';
 
 /*
  * The views of `stowage inspect` on MongoDB, read from the stores' collections (documents as

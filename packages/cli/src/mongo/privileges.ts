@@ -2,7 +2,7 @@ import type { MongoPrivilege } from '@stowage/mongo';
 import type { Document } from 'mongodb';
 import type { Finding, Severity } from '../model.js';
 import { loadPeer } from '../peers.js';
-import type { MongoSession } from './backend.js';
+import type { MongoSession } from './session.js';
 
 /*
  * `stowage doctor` on MongoDB, privileges: every action `rolePrivileges()` of @stowage/mongo

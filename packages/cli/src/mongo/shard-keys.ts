@@ -2,7 +2,7 @@ import type { MongoCollectionSpec, MongoShardKey } from '@stowage/mongo';
 import type { Document } from 'mongodb';
 import type { Finding } from '../model.js';
 import { loadPeer } from '../peers.js';
-import type { MongoSession } from './backend.js';
+import type { MongoSession } from './session.js';
 import { reason } from './privileges.js';
 
 /*

@@ -1,4 +1,4 @@
-import type { OpenOptions } from '../backend.js';
+import type { OpenOptions } from '../model.js';
 import type { AdoptionPlanItem } from '../model.js';
 import { loadPeer } from '../peers.js';
 import type { PgSession } from './connection.js';

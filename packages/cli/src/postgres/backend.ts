@@ -1,5 +1,4 @@
-import type { AdoptionPlanItem, Backend, DoctorOptions, Finding, InspectQuery, Page, RowOf, Section } from '../model.js';
-import type { OpenOptions } from '../backend.js';
+import type { AdoptionPlanItem, Backend, DoctorOptions, Finding, InspectQuery, OpenOptions, Page, RowOf, Section } from '../model.js';
 import { PgSession } from './connection.js';
 import * as views from './inspect.js';
 import { doctor } from './doctor.js';
