@@ -5,7 +5,8 @@
  */
 import { openBackend } from './backends/index.ts';
 import { describeError } from './report.ts';
-import { ROLES, type ParentMessage, type WorkerMessage, type WorkerRequest } from './workers.ts';
+import { ROLES } from './role-table.ts';
+import type { ParentMessage, WorkerMessage, WorkerRequest } from './workers.ts';
 
 /** Resolves once the message has been handed to the IPC channel, so disconnecting cannot drop it. */
 const send = (message: WorkerMessage) =>

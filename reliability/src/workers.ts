@@ -21,20 +21,21 @@ export interface RoleContext {
 
 export type Role<P = unknown, R = unknown> = (backend: Backend, params: P, context: RoleContext) => Promise<R>;
 
-/** Role names, resolved lazily in the worker process so it loads only what it runs. */
-export const ROLES = {
-  'lock-contender': () => import('./checks/lock-safety.ts').then((m) => m.lockContender as Role),
-  'cas-writer': () => import('./checks/lost-updates.ts').then((m) => m.casWriter as Role),
-  'lock-holder': () => import('./checks/crash-recovery.ts').then((m) => m.lockHolder as Role),
-  'snapshot-writer': () => import('./checks/crash-recovery.ts').then((m) => m.snapshotWriter as Role),
-  charger: () => import('./checks/crash-recovery.ts').then((m) => m.charger as Role),
-  'leak-cycles': () => import('./checks/resource-leaks.ts').then((m) => m.leakCycles as Role),
-  'hostile-corpus': () => import('./checks/hostile-input.ts').then((m) => m.hostileCorpus as Role),
-  'connections-client': () => import('./checks/connections.ts').then((m) => m.connectionsClient as Role),
-  'failover-load': () => import('./checks/failover-load.ts').then((m) => m.failoverLoad as Role),
-} as const;
-
-export type RoleName = keyof typeof ROLES;
+/**
+ * The roles a worker process can play, by name. role-table.ts maps each to the check that
+ * defines it (loaded lazily in the worker process); the checks import this module, never the
+ * table, so the worker machinery does not depend on the checks it runs.
+ */
+export type RoleName =
+  | 'lock-contender'
+  | 'cas-writer'
+  | 'lock-holder'
+  | 'snapshot-writer'
+  | 'charger'
+  | 'leak-cycles'
+  | 'hostile-corpus'
+  | 'connections-client'
+  | 'failover-load';
 
 export interface WorkerRequest {
   role: RoleName;
@@ -124,17 +125,19 @@ export function startWorker<R>(
 
 /**
  * Runs `count` copies of a role at once and returns their results. Cross-process backends get
- * one OS process per copy; the in-memory backend gets async tasks sharing `backend`.
+ * one OS process per copy, which loads the role named `role` from the role table; the
+ * in-memory backend gets async tasks sharing `backend`, each calling `run` (the same role's
+ * function, which the calling check defines).
  */
 export async function runWorkers<P, R>(
   backend: Backend,
   role: RoleName,
+  run: Role<P, R>,
   count: number,
   params: (index: number) => P,
   options: { hardLimitMs: number; onEvent?: (index: number, event: unknown) => void },
 ): Promise<R[]> {
   if (!backend.crossProcess) {
-    const run = (await ROLES[role]()) as Role<P, R>;
     return Promise.all(
       Array.from({ length: count }, (_, index) =>
         run(backend, params(index), { index, emit: (event) => options.onEvent?.(index, event), told: () => new Promise(() => {}) }),

@@ -111,11 +111,6 @@ export function globToRegexSource(pattern: string, flavor: RegexFlavor = 'js', l
   return source + (flavor === 'js' ? '$' : '\\z');
 }
 
-/** A JavaScript `RegExp` that tests whether a whole key matches the glob. */
-export function globToRegExp(pattern: string, literalPrefix = ''): RegExp {
-  return new RegExp(globToRegexSource(pattern, 'js', literalPrefix), 'u');
-}
-
 /** The literal text every match starts with; lets a backend narrow the scan with an index. */
 export function globLiteralPrefix(pattern: string): string {
   const first = parseGlob(pattern)[0];
@@ -164,8 +159,9 @@ const ANY_RUN = Symbol('anyRun');
 
 /**
  * A matcher that tests whether a whole key matches the glob, in O(key × pattern) time at
- * worst. Prefer it to {@link globToRegExp} for matching in JavaScript: a backtracking regex
- * engine takes exponential time on patterns such as `*a*a*a*a*a*a*c`.
+ * worst. Match with it in JavaScript, never with a `RegExp` built from
+ * {@link globToRegexSource}: a backtracking regex engine takes exponential time on patterns
+ * such as `*a*a*a*a*a*a*c`.
  */
 export function globMatcher(pattern: string, literalPrefix = ''): (key: string) => boolean {
   const parts: (string | typeof ANY_ONE | typeof ANY_RUN)[] = Array.from(literalPrefix);

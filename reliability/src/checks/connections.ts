@@ -233,6 +233,7 @@ export async function connections(backend: Backend, report: BackendReport, budge
     results = await runWorkers<ClientParams, { calls: number; failed: string[] }>(
       backend,
       'connections-client',
+      connectionsClient,
       budget.processes,
       (index) => ({ url, schema, poolMax: max, calls: budget.callsPerProcess, applicationName: `${name}-child-${index}` }),
       { hardLimitMs: budget.timeLimitMs + 30_000 },

@@ -6,7 +6,7 @@
 import { MongoCheckpointStore } from '@stowage/mongo';
 import type { BackendReport } from '../report.ts';
 import { MONGO_BACKENDS, type Backend } from '../backends/types.ts';
-import { runCases, type ErrorCase } from './errors.ts';
+import { runCases, type ErrorCase } from './error-cases.ts';
 
 /** A string over MongoDB's 16 MiB document limit. */
 const OVERSIZED = () => 'x'.repeat(17 * 1024 * 1024);

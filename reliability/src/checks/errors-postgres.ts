@@ -9,7 +9,7 @@ import { PostgresCacheProvider, PostgresKeyValueStore, PostgresLockProvider, typ
 import { describeError, type BackendReport } from '../report.ts';
 import { POSTGRES_BACKENDS, type Backend, type BackendName } from '../backends/types.ts';
 import { APPLICATION_NAME, withClient } from '../backends/pg-admin.ts';
-import { runCases, SetupFailed, type ErrorCase } from './errors.ts';
+import { runCases, SetupFailed, type ErrorCase } from './error-cases.ts';
 import { Roles, type Role } from './roles.ts';
 
 interface Context {

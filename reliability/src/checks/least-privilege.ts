@@ -15,7 +15,7 @@ import { describeError, type BackendReport } from '../report.ts';
 import type { Backend } from '../backends/types.ts';
 import { APPLICATION_NAME, withClient } from '../backends/pg-admin.ts';
 import { formatMs } from '../util.ts';
-import { judge, requiredText } from './errors.ts';
+import { judge, requiredText } from './error-cases.ts';
 import { Roles } from './roles.ts';
 
 interface Operations {

@@ -200,7 +200,7 @@ export async function measureLockSafety(backend: Backend, budget: Budget['lock']
     freeze: backend.crossProcess,
     deadline: Date.now() + budget.timeLimitMs,
   };
-  const results = await runWorkers<ContenderParams, ContenderResult>(backend, 'lock-contender', budget.processes, () => params, {
+  const results = await runWorkers<ContenderParams, ContenderResult>(backend, 'lock-contender', lockContender, budget.processes, () => params, {
     hardLimitMs: budget.timeLimitMs + 30_000,
   });
   const sum = (field: keyof Omit<ContenderResult, 'grants'>) => results.reduce((total, r) => total + r[field], 0);

@@ -116,7 +116,7 @@ export async function measureLostUpdates(backend: Backend, budget: Budget['lostU
     const initialSnapshotVersion = (await snapshots.loadVersioned(snapshotId))!.version;
     const started = performance.now();
     const params: WriterParams = { key, snapshotId, increments: budget.increments, deadline: Date.now() + budget.timeLimitMs };
-    const results = await runWorkers<WriterParams, WriterResult>(backend, 'cas-writer', budget.writers, () => params, {
+    const results = await runWorkers<WriterParams, WriterResult>(backend, 'cas-writer', casWriter, budget.writers, () => params, {
       hardLimitMs: budget.timeLimitMs + 30_000,
     });
     const sum = (field: keyof WriterResult) => results.reduce((total, r) => total + r[field], 0);

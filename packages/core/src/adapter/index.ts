@@ -5,72 +5,78 @@
  * it and implements the small `_` operations, one statement each. See "Writing an adapter" in
  * the package README.
  */
-export { StoreBase, callerCode, callerError, localHandle, type OperationSubject, type StoreHandle } from './store.js';
+// Only what adapter authors use is exported here (the database adapters, the SQLite example,
+// the bench and the reliability battery); the helpers the base classes are written with stay
+// inside core. `node tools/entry-exports.mjs` lists each export and who imports it.
+
+/**
+ * The base every store class extends, and the handle a backend builds once and hands to each
+ * store (its capabilities, readiness, error mapping, close, transactions). `localHandle` is the
+ * handle of a store that needs no connection.
+ */
+export { StoreBase, localHandle, type StoreHandle } from './store.js';
+/** The system, database and table a store reports in telemetry. */
 export type { StoreIdentity } from '../diagnostics.js';
+
+// One base class per contract: extend it and implement its `_` operations. The `Stored…`
+// types are the rows those operations read and write.
 export { KeyValueStoreBase, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from './kv.js';
-export { Coalescer, RUN_ALONE, type CoalescedOperation } from './coalesce.js';
+/** What a coalesced batch (`_deleteEach`) answers for a key it skipped because another transaction holds its row: that call runs alone. */
+export { RUN_ALONE } from './coalesce.js';
 export {
   SnapshotStoreBase,
-  encodeSnapshot,
-  compareSnapshotItems,
-  isAfterCursor,
   type SnapshotCursor,
   type SnapshotStoreBaseOptions,
   type StoredSnapshot,
   type StoredSnapshotItem,
 } from './snapshots.js';
+/** Locks: the base takes a `LeaseDriver` (acquire, extend, release… one lease row each). */
 export { LockProviderBase } from './locks.js';
-/** awaitly's key-value persistence for an adapter's async factory: resolves once its prefix is recorded. */
-export { openStatePersistence } from '../persistence.js';
-export {
-  DEFAULT_POLL_INTERVAL,
-  StowageLockHandle,
-  acquireWithWait,
-  WaitLines,
-  newOwnerToken,
-  parseAcquireArgs,
-  runWithLock,
-  type Lease,
-  type LeaseDriver,
-  type LockCallRunner,
-  type ParsedAcquireOptions,
-} from './lock-support.js';
-export { CacheProviderBase, SingleFlight, type CacheWrite } from './cache.js';
-export {
-  CircuitBreakerStoreBase,
-  assertCircuitState,
-  assertMaxFailures,
-  effectiveCircuitState,
-  nextCircuitOnFailure,
-} from './circuit-breaker.js';
-export { CheckpointStoreBase, assertCheckpoint, assertKeepCount, type CheckpointStoreBaseOptions, type StoredCheckpoint } from './checkpoints.js';
+export type { Lease, LeaseDriver } from './lock-support.js';
+export { CacheProviderBase, type CacheWrite } from './cache.js';
+/**
+ * Circuit breakers: `_recordFailure` applies `nextCircuitOnFailure` atomically on the server;
+ * `effectiveCircuitState` is how a stored `open` circuit reads once its cool-down is over.
+ */
+export { CircuitBreakerStoreBase, effectiveCircuitState, nextCircuitOnFailure } from './circuit-breaker.js';
+export { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from './checkpoints.js';
 export {
   IdempotencyStoreBase,
-  assertReservationToken,
   type IdempotencyStoreBaseOptions,
   type RunClaim,
   type StoredReservation,
   type StoredResult,
 } from './idempotency.js';
+/** Processes: the base validates every request before the backend's `_` operation sees it. */
 export { ProcessBackendBase } from './process.js';
-export {
-  assertExpectedVersion,
-  assertOptionsObject,
-  assertValidPrefix,
-  booleanOption,
-  parseKeyValueWrites,
-  ttlOfSetOptions,
-  type KeyValueWrites,
-} from './options.js';
-// The rules adapters build on, for backends that compile them to their own dialect.
-export * from '../process/validation.js';
-export { MAX_KEY_BYTES, MAX_DURATION_MS, assertValidKey, assertValidKeys, assertValidOwner, assertValidStringValue, assertValidDuration, assertOptionalDuration, compareKeys, describeType, describeValue, utf8ByteLength } from '../keys.js';
-export { compileGlob, escapeGlob, escapeLike, escapeRegex, globMatcher, globToLike, globToRegExp, globToRegexSource, parseGlob, type Glob, type GlobToken, type RegexFlavor } from '../glob.js';
-export { assertCodec, assertJsonValue, decodeValue, encodeValue } from '../json.js';
-export { closedError, socketErrorCode } from '../errors.js';
-export { MeasuredClock, type ClockSample, type MeasuredClockOptions } from '../measured-clock.js';
+/** awaitly's key-value persistence for an adapter's async factory: resolves once its prefix is recorded. */
+export { openStatePersistence } from '../persistence.js';
+
+/** An adapter's own options: the options object, durations (`E_INVALID_OPTION`), flags. */
+export { assertOptionsObject, booleanOption } from './options.js';
+export { assertOptionalDuration } from '../keys.js';
+/** Keys: their order (code points), their size in UTF-8 bytes, and how to name a bad value in an error. */
+export { compareKeys, describeType, describeValue, utf8ByteLength } from '../keys.js';
+/**
+ * Globs: the kit hands a backend each pattern parsed (`Glob`: its literal `prefix`, `tokens`,
+ * `matches(key)`); the backend narrows its scan with the prefix and tokens, escaping literal
+ * text for its dialect (`escapeLike`, `escapeRegex`), and filters with `matches`, which runs
+ * in O(key × pattern) (`globMatcher`). `compileGlob` parses a pattern (`E_INVALID_KEY`).
+ */
+export { compileGlob, escapeLike, escapeRegex, globMatcher, type Glob, type GlobToken } from '../glob.js';
+/** A raw socket error a driver passed on unwrapped, as `E_UNAVAILABLE` or `E_TIMEOUT`. */
+export { socketErrorCode } from '../errors.js';
+/** A database's clock estimated over round trips, for a backend whose statements cannot read the server's time. */
+export { MeasuredClock, type MeasuredClockOptions } from '../measured-clock.js';
+/** Waits `ms`; rejects with the signal's reason as soon as its AbortSignal aborts. */
 export { sleep } from '../clock.js';
-// Cleanup the same on every backend: the background sweeper, its `cleanupInterval`, retention.
+/**
+ * Cleanup the same on every backend: the background sweeper of each table or collection
+ * (`Sweepers` per shared connection, `activeSweepers` for tests and diagnostics), the
+ * `cleanupInterval` option (`cleanupIntervalOf`, default `DEFAULT_CLEANUP_INTERVAL`), and
+ * retention: the options (`retentionOf`, `finishedAfterOf`), which snapshots are finished
+ * (`FINISHED_STATUSES`), and deleting in bounded batches (`clearInBatches`).
+ */
 export {
   DEFAULT_CLEANUP_INTERVAL,
   Sweepers,

@@ -5,7 +5,7 @@ import type { DatabaseTransaction } from '../contracts/common.js';
 import type { HandlerContext, HandlerResult, ProcessBackend, ProcessDefinition, ProcessEvent, ProcessItem, StateDefinition } from '../contracts/process.js';
 import { resolveRetry } from './define.js';
 import { assertItemData, describeError, transitionKey } from './validation.js';
-import type { WorkerSettings } from './worker.js';
+import type { WorkerSettings } from './worker-settings.js';
 
 /** One claimed item: runs its handler while keeping the lease, then applies the result. */
 export class Task {

@@ -3,12 +3,10 @@ import { sleep } from '../clock.js';
 import { StowageError, isStowageError } from '../errors.js';
 import { assertValidDuration, describeValue } from '../keys.js';
 import type { JsonObject } from '../json.js';
-import type { KeyValueStore } from '../contracts/kv.js';
 import type {
   ProcessBackend,
   ProcessChange,
   ProcessDefinition,
-  ProcessEvent,
   ProcessFeed,
   ProcessItem,
   ProcessWorker,
@@ -17,6 +15,7 @@ import type {
 } from '../contracts/process.js';
 import { assertConcurrency } from './define.js';
 import { Task } from './task.js';
+import type { WorkerSettings } from './worker-settings.js';
 import { assertWorkerName } from './validation.js';
 
 export const DEFAULT_CURSOR_PREFIX = 'stowage:process:';
@@ -38,26 +37,6 @@ function savedBy(value: string | undefined): unknown {
   } catch {
     return undefined;
   }
-}
-
-/** What a worker, its state runners and their tasks share. */
-export interface WorkerSettings {
-  name: string;
-  /** Unique per incarnation: a restarted worker with the same name never shares claims with its predecessor. */
-  owner: string;
-  backend: ProcessBackend;
-  definition: ProcessDefinition;
-  cursors: KeyValueStore;
-  cursorPrefix: string;
-  pollInterval: number;
-  recoveryInterval: number;
-  unclaimedAfter: number;
-  shutdownTimeout: number;
-  emit(event: ProcessEvent): void;
-  /** Aborts when the worker begins to stop: no more claims. */
-  stopping: AbortSignal;
-  /** Aborts when running handlers are out of time: their items are handed back. */
-  outOfTime: AbortSignal;
 }
 
 /** A change waiting to be claimed. Feed changes carry their entry in the cursor's window. */

@@ -17,6 +17,7 @@ import {
   richValue,
   sleep,
   withClientSkew,
+  withinShortTtl,
 } from '../helpers.js';
 
 export const cacheCases = defineCases('CacheProvider', (it) => {
@@ -112,17 +113,20 @@ export const cacheCases = defineCases('CacheProvider', (it) => {
   it('TTL: entries expire on the store clock; defaultTtl applies when set has none', async (s) => {
     const cache = await s.cache({ prefix: 'ttl:' });
     const withDefault = await s.cache({ prefix: 'default:', defaultTtl: SHORT_TTL });
-    await cache.set('short', 1, SHORT_TTL);
     await cache.set('forever', 2);
-    await withDefault.set('by-default', 3);
     await withDefault.set('explicit-long', 4, 60_000);
-    expect(await cache.get('short')).toBe(1);
-    expect(await withDefault.get('by-default')).toBe(3);
+    const run = await withinShortTtl(async (run) => {
+      await cache.set(`short:${run}`, 1, SHORT_TTL);
+      await withDefault.set(`by-default:${run}`, 3);
+      expect(await cache.get(`short:${run}`)).toBe(1);
+      expect(await withDefault.get(`by-default:${run}`)).toBe(3);
+      return run;
+    });
     await sleep(PAST_SHORT_TTL);
-    expect(await cache.get('short')).toBeNull();
-    expect(await cache.has('short')).toBe(false);
+    expect(await cache.get(`short:${run}`)).toBeNull();
+    expect(await cache.has(`short:${run}`)).toBe(false);
     expect(await cache.keys()).toEqual(['forever']);
-    expect(await withDefault.get('by-default')).toBeNull();
+    expect(await withDefault.get(`by-default:${run}`)).toBeNull();
     expect(await withDefault.get('explicit-long')).toBe(4);
   });
 
@@ -294,12 +298,16 @@ export const cacheCases = defineCases('CacheProvider', (it) => {
 
   it('getOrSet: the ttl applies to the loaded value', async (s) => {
     const cache = await s.cache();
-    let calls = 0;
-    await cache.getOrSet('k', async () => ++calls, SHORT_TTL);
-    expect(await cache.getOrSet('k', async () => ++calls, SHORT_TTL)).toBe(1);
+    const key = await withinShortTtl(async (run) => {
+      const key = `k:${run}`;
+      let calls = 0;
+      await cache.getOrSet(key, async () => ++calls, SHORT_TTL);
+      expect(await cache.getOrSet(key, async () => ++calls, SHORT_TTL)).toBe(1);
+      return key;
+    });
     await sleep(PAST_SHORT_TTL);
-    expect(await cache.get('k')).toBeNull();
-    expect(await cache.getOrSet('k', async () => ++calls)).toBe(2);
+    expect(await cache.get(key)).toBeNull();
+    expect(await cache.getOrSet(key, async () => 2)).toBe(2);
   });
 
   it('concurrent first use: several fresh instances work at once', async (s) => {
@@ -330,19 +338,22 @@ export const cacheCases = defineCases('CacheProvider', (it) => {
   it('skewed client clock: expiry follows the store clock, not Date', { needs: ['serverClock'], exclusive: true }, async (s) => {
     const cache = await s.cache({ prefix: 'skew:' });
     await withClientSkew(async (skew) => {
-      for (const offset of CLIENT_SKEWS) {
-        skew.set(offset);
-        await cache.set(`live:${offset}`, 'v', 30_000);
-        await cache.set(`short:${offset}`, 'v', SHORT_TTL);
-        skew.set(-offset);
-        expect(await cache.get(`live:${offset}`), `30 s entry written at ${offset} ms skew`).toBe('v');
-        expect(await cache.has(`short:${offset}`), `fresh ${SHORT_TTL} ms entry written at ${offset} ms skew`).toBe(true);
-      }
+      const run = await withinShortTtl(async (run) => {
+        for (const offset of CLIENT_SKEWS) {
+          skew.set(offset);
+          await cache.set(`live:${run}:${offset}`, 'v', 30_000);
+          await cache.set(`short:${run}:${offset}`, 'v', SHORT_TTL);
+          skew.set(-offset);
+          expect(await cache.get(`live:${run}:${offset}`), `30 s entry written at ${offset} ms skew`).toBe('v');
+          expect(await cache.has(`short:${run}:${offset}`), `fresh ${SHORT_TTL} ms entry written at ${offset} ms skew`).toBe(true);
+        }
+        return run;
+      });
       await sleep(PAST_SHORT_TTL);
       for (const readAt of CLIENT_SKEWS) {
         skew.set(readAt);
         expect(await cache.keys('short:*'), `expired entries read at ${readAt} ms skew`).toEqual([]);
-        expect((await cache.keys('live:*')).length).toBe(2);
+        expect((await cache.keys(`live:${run}:*`)).length).toBe(2);
       }
     });
   });

@@ -14,6 +14,7 @@ import {
   realNow,
   sleep,
   withClientSkew,
+  withinShortTtl,
 } from '../helpers.js';
 
 function tokenOf(reservation: Reservation): string {
@@ -34,12 +35,16 @@ export const idempotencyCases = defineCases('IdempotencyStore', (it) => {
 
   it('set with a ttl reports expiresAt on the store clock and expires', async (s) => {
     const store = await s.idempotency();
-    await store.set('op', 'result', SHORT_TTL);
-    const record = await store.get('op');
-    expect(record?.value).toBe('result');
-    expect(Math.abs(record!.expiresAt! - SHORT_TTL - realNow())).toBeLessThan(60_000);
+    const key = await withinShortTtl(async (run) => {
+      const key = `op:${run}`;
+      await store.set(key, 'result', SHORT_TTL);
+      const record = await store.get(key);
+      expect(record?.value).toBe('result');
+      expect(Math.abs(record!.expiresAt! - SHORT_TTL - realNow())).toBeLessThan(60_000);
+      return key;
+    });
     await sleep(PAST_SHORT_TTL);
-    expect(await store.get('op')).toBeNull();
+    expect(await store.get(key)).toBeNull();
   });
 
   it('every JSON value round-trips as a result; non-JSON values reject with E_INVALID_VALUE', async (s) => {
@@ -76,13 +81,17 @@ export const idempotencyCases = defineCases('IdempotencyStore', (it) => {
 
   it('complete with a ttl: the completed record expires and the key can be reserved again', async (s) => {
     const store = await s.idempotency();
-    const token = tokenOf(await store.reserve('op', 10_000));
-    await store.complete('op', token, 'done', SHORT_TTL);
-    const completed = await store.reserve('op', 10_000);
-    expect(completed).toMatchObject({ status: 'completed', value: 'done', expiresAt: expect.any(Number) });
+    const key = await withinShortTtl(async (run) => {
+      const key = `op:${run}`;
+      const token = tokenOf(await store.reserve(key, 10_000));
+      await store.complete(key, token, 'done', SHORT_TTL);
+      const completed = await store.reserve(key, 10_000);
+      expect(completed).toMatchObject({ status: 'completed', value: 'done', expiresAt: expect.any(Number) });
+      return key;
+    });
     await sleep(PAST_SHORT_TTL);
-    expect(await store.get('op')).toBeNull();
-    expect((await store.reserve('op', 10_000)).status).toBe('acquired');
+    expect(await store.get(key)).toBeNull();
+    expect((await store.reserve(key, 10_000)).status).toBe('acquired');
   });
 
   it('fail drops the claim so a retry can reserve at once; a wrong token fails nothing', async (s) => {
@@ -195,22 +204,25 @@ export const idempotencyCases = defineCases('IdempotencyStore', (it) => {
   it('skewed client clock: claims and results expire on the store clock', { needs: ['serverClock'], exclusive: true }, async (s) => {
     const [a, b] = await s.many(2, (session) => session.idempotency());
     await withClientSkew(async (skew) => {
-      for (const offset of CLIENT_SKEWS) {
-        skew.set(offset);
-        tokenOf(await a!.reserve(`claim:${offset}`, 30_000));
-        tokenOf(await a!.reserve(`short-claim:${offset}`, SHORT_TTL));
-        await a!.set(`result:${offset}`, 'v', 30_000);
-        await a!.set(`short-result:${offset}`, 'v', SHORT_TTL);
-        skew.set(-offset);
-        expect((await b!.reserve(`claim:${offset}`, 30_000)).status, `30 s claim made at ${offset} ms skew`).toBe('in-flight');
-        expect(await b!.get(`result:${offset}`), `30 s result written at ${offset} ms skew`).toMatchObject({ value: 'v' });
-        expect(await b!.get(`short-result:${offset}`)).toMatchObject({ value: 'v' });
-      }
+      const run = await withinShortTtl(async (run) => {
+        for (const offset of CLIENT_SKEWS) {
+          skew.set(offset);
+          tokenOf(await a!.reserve(`claim:${run}:${offset}`, 30_000));
+          tokenOf(await a!.reserve(`short-claim:${run}:${offset}`, SHORT_TTL));
+          await a!.set(`result:${run}:${offset}`, 'v', 30_000);
+          await a!.set(`short-result:${run}:${offset}`, 'v', SHORT_TTL);
+          skew.set(-offset);
+          expect((await b!.reserve(`claim:${run}:${offset}`, 30_000)).status, `30 s claim made at ${offset} ms skew`).toBe('in-flight');
+          expect(await b!.get(`result:${run}:${offset}`), `30 s result written at ${offset} ms skew`).toMatchObject({ value: 'v' });
+          expect(await b!.get(`short-result:${run}:${offset}`)).toMatchObject({ value: 'v' });
+        }
+        return run;
+      });
       await sleep(PAST_SHORT_TTL);
       for (const offset of CLIENT_SKEWS) {
         skew.set(-offset);
-        expect((await b!.reserve(`short-claim:${offset}`, 30_000)).status, `expired claim made at ${offset} ms skew`).toBe('acquired');
-        expect(await b!.get(`short-result:${offset}`), `expired result written at ${offset} ms skew`).toBeNull();
+        expect((await b!.reserve(`short-claim:${run}:${offset}`, 30_000)).status, `expired claim made at ${offset} ms skew`).toBe('acquired');
+        expect(await b!.get(`short-result:${run}:${offset}`), `expired result written at ${offset} ms skew`).toBeNull();
       }
     });
   });
