@@ -263,6 +263,17 @@ describe.each([
       ),
     );
     expect(doctor.code).toBe(0);
+    if (_name === 'server') {
+      // The same tables found through the search path (no --schema), as an application without
+      // a schema option finds them. The URL's `options` set it: PGlite's socket server ignores them.
+      const onPath = new URL(backend.url);
+      onPath.searchParams.set('options', `-c search_path=${schema}`);
+      const unqualified = await stowage(['doctor', onPath.toString()]);
+      expect(lines(unqualified.stdout, 'ERROR')).toEqual([]);
+      expect(lines(unqualified.stdout, 'WARN').filter((line) => line.includes('adoption'))).toEqual(
+        tables.map((table) => expect.stringMatching(new RegExp(`^WARN  adoption: "${table}" is go-go-scope's .*: goGoScopePersistence converts it in place`))),
+      );
+    }
 
     expect(plan.code).toBe(0);
     for (const table of tables) {
