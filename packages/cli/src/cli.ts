@@ -25,7 +25,7 @@ Connection:
 Adopt:
   --dry-run              list what adoption would change; changes nothing
   --apply                run the adapter's own adoption (asks first; --yes skips the question)
-  --key-prefix <p>       MongoDB: go-go-scope's keyPrefix, under which its documents are kept
+  --key-prefix <p>       go-go-scope's keyPrefix, under which its documents and rows are kept
 
 Inspect:
   --prefix <text>        keys / workflow ids starting with <text> (literal)

@@ -199,6 +199,6 @@ export interface OpenOptions {
   names?: Record<string, string>;
   /** MongoDB database, when the URL names none. */
   database?: string;
-  /** go-go-scope's `keyPrefix`, under which `adopt --apply` keys the documents it converts (MongoDB). */
+  /** go-go-scope's `keyPrefix`, under which `adopt --apply` keys the documents and rows it converts. */
   keyPrefix?: string;
 }

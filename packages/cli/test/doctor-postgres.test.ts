@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import pg from 'pg';
 import { connect, grantsSql } from '@stowage/postgres';
 import { findPgBouncer, findPostgresServer, type FoundBackend } from '@stowage/test-env';
+import { goGoScopePostgresDdl, goGoScopePostgresWrites } from '../../postgres/test/support/legacy.js';
 import { stowage, unique } from './support.js';
 
 /*
@@ -170,8 +171,8 @@ describe.each([
   it('doctor warns of each unadopted table; adopt --dry-run lists the changes; --apply adopts through the store, rows kept', async () => {
     const doctor = await stowage(['doctor', backend.url, '--schema', schema]);
     expect(lines(doctor.stdout, 'WARN').filter((line) => line.includes('adoption'))).toEqual([
-      expect.stringMatching(new RegExp(`^WARN  adoption: "${schema}"\\."awaitly_workflow_state" has awaitly-postgres's layout \\(about \\d+ rows\\), not adopted yet`)),
-      expect.stringMatching(new RegExp(`^WARN  adoption: "${schema}"\\."awaitly_snapshots" has awaitly-postgres's layout`)),
+      expect.stringMatching(new RegExp(`^WARN  adoption: "${schema}"\\."awaitly_workflow_state" is awaitly-postgres's key-value table \\(about \\d+ rows\\), not adopted yet: the first store to start upgrades it in place`)),
+      expect.stringMatching(new RegExp(`^WARN  adoption: "${schema}"\\."awaitly_snapshots" is awaitly-postgres's snapshot table`)),
     ]);
 
     const plan = await stowage(['adopt', backend.url, '--schema', schema, '--dry-run']);
@@ -211,10 +212,90 @@ describe.each([
       stowage(['doctor', backend.url, '--schema', schema]),
       stowage(['adopt', backend.url, '--schema', schema, '--dry-run']),
     ]);
-    expect(lines(doctor.stdout, 'ERROR')).toEqual([expect.stringContaining(`ERROR layout: "${schema}"."awaitly_workflow_locks": awaitly-postgres's lock table`)]);
+    expect(lines(doctor.stdout, 'ERROR')).toEqual([
+      expect.stringMatching(
+        new RegExp(`^ERROR layout: table "${schema}"\\."awaitly_workflow_locks" has a layout stowage does not know for workflowLocks: .*: it is awaitly-postgres's lock table, which only holds leases`),
+      ),
+    ]);
     expect(doctor.code).toBe(1);
-    expect(plan.stdout).toContain('REFUSED: awaitly-postgres\'s lock table');
+    expect(plan.stdout).toMatch(/^ {2}REFUSED: table .*"awaitly_workflow_locks" .*: it is awaitly-postgres's lock table/m);
     expect(plan.code).toBe(1);
+  });
+});
+
+describe.each([
+  ['PGlite', async (): Promise<FoundBackend> => ({ url: inject('pgliteUrl'), source: 'embedded', label: 'PGlite', stop: async () => {} })],
+  ['server', async () => ({ ...server, stop: async () => {} })],
+] as const)("doctor and adopt: go-go-scope's own tables on %s", (_name, start) => {
+  let backend: FoundBackend;
+  let pool: pg.Pool;
+  const schema = unique('cli_ggs');
+  const tables = ['go_goscope_locks', 'go_goscope_circuit', 'go_goscope_cache', 'go_goscope_idempotency', 'go_goscope_checkpoints'];
+
+  beforeAll(async () => {
+    backend = await start();
+    schemas.push(schema);
+    pool = new pg.Pool({ connectionString: backend.url, max: 1 });
+    // go-go-scope's tables as its own PostgreSQL adapters create them, with a row of each written by them.
+    await pool.query(`CREATE SCHEMA "${schema}"; SET search_path = "${schema}"; ${goGoScopePostgresDdl()}; RESET search_path`);
+    await goGoScopePostgresWrites(pool, `"${schema}"`, 'app:');
+  });
+
+  afterAll(async () => {
+    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await pool.end();
+    await backend.stop();
+  });
+
+  it('doctor warns of each as adopted in place by goGoScopePersistence, never refused; adopt --apply --key-prefix converts them', async () => {
+    const [doctor, plan] = await Promise.all([
+      stowage(['doctor', backend.url, '--schema', schema]),
+      stowage(['adopt', backend.url, '--schema', schema, '--dry-run', '--key-prefix', 'app:']),
+    ]);
+    expect(plan.stdout).not.toContain('REFUSED');
+    expect(doctor.stdout + plan.stdout).not.toMatch(/does not know|only through goGoScopePersistence/);
+    expect(lines(doctor.stdout, 'ERROR')).toEqual([]);
+    expect(lines(doctor.stdout, 'WARN').filter((line) => line.includes('adoption'))).toEqual(
+      tables.map((table) =>
+        expect.stringMatching(
+          new RegExp(`^WARN  adoption: "${schema}"\\."${table}" is go-go-scope's .* table \\(.*\\) \\(about \\d+ rows\\), not adopted yet: goGoScopePersistence converts it in place when it first starts`),
+        ),
+      ),
+    );
+    expect(doctor.code).toBe(0);
+    if (_name === 'server') {
+      // The same tables found through the search path (no --schema), as an application without
+      // a schema option finds them. The URL's `options` set it: PGlite's socket server ignores them.
+      const onPath = new URL(backend.url);
+      onPath.searchParams.set('options', `-c search_path=${schema}`);
+      const unqualified = await stowage(['doctor', onPath.toString()]);
+      expect(lines(unqualified.stdout, 'ERROR')).toEqual([]);
+      expect(lines(unqualified.stdout, 'WARN').filter((line) => line.includes('adoption'))).toEqual(
+        tables.map((table) => expect.stringMatching(new RegExp(`^WARN  adoption: "${table}" is go-go-scope's .*: goGoScopePersistence converts it in place`))),
+      );
+    }
+
+    expect(plan.code).toBe(0);
+    for (const table of tables) {
+      expect(plan.stdout).toMatch(new RegExp(`^"${schema}"\\."${table}": go-go-scope's .*, adopted in place by goGoScopePersistence, about \\d+ row\\(s\\)$`, 'm'));
+    }
+    expect(plan.stdout).toContain("  - keys keyPrefix + 'lock:' + key -> keyPrefix + key (goGoScopePersistence's keyPrefix)");
+    expect(plan.stdout).toContain('  - timestamp BIGINT (epoch milliseconds) -> TIMESTAMPTZ');
+    expect(plan.stdout).toContain('  - --apply converts it with keyPrefix "app:" (--key-prefix) and idempotencyKeyPrefix ""');
+
+    const applied = await stowage(['adopt', backend.url, '--schema', schema, '--apply', '--yes', '--key-prefix', 'app:']);
+    expect(applied.stderr).toContain('[5/5]');
+    expect(applied.code).toBe(0);
+    const [after, again] = await Promise.all([
+      stowage(['doctor', backend.url, '--schema', schema]),
+      stowage(['adopt', backend.url, '--schema', schema, '--dry-run']),
+    ]);
+    expect(after.stdout).not.toMatch(/^WARN {2}adoption/m);
+    expect(lines(after.stdout, 'ERROR')).toEqual([]);
+    expect(again.stdout).toMatch(/^nothing to adopt/);
+    // go-go-scope's held lock, under goGoScopePersistence's key, with fence 1.
+    const lock = await pool.query(`SELECT key, owner, fence::int AS fence FROM "${schema}".go_goscope_locks`);
+    expect(lock.rows).toEqual([{ key: 'app:resource:123', owner: 'worker-1', fence: 1 }]);
   });
 });
 

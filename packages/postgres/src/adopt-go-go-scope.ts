@@ -5,7 +5,7 @@ import type { PostgresPool } from './connection/types.js';
 import { sqlState } from './errors.js';
 import { encodeText } from './key-encoding.js';
 import type { TableKind, TableName } from './schema/names.js';
-import { CHECKPOINT_SEQUENCE_CONSTRAINT, tableColumns } from './schema/tables.js';
+import { CHECKPOINT_SEQUENCE_CONSTRAINT } from './schema/tables.js';
 
 /*
  * The tables of go-go-scope's own PostgreSQL adapters (`PostgresAdapter`: `go_goscope_locks`,
@@ -13,7 +13,7 @@ import { CHECKPOINT_SEQUENCE_CONSTRAINT, tableColumns } from './schema/tables.js
  * `PostgresIdempotencyAdapter`: `go_goscope_idempotency`), adopted in place by
  * goGoScopePersistence, at the first start of each store (with `autoCreate`), once.
  *
- * Check first, change after: a table is adopted only when its columns, their types and its
+ * Check first (`planTableAdoption` in adopt-plan.ts), change after: a table is adopted only when its columns, their types and its
  * primary key are go-go-scope's exactly; the same column names with other types, a view or
  * another table's foreign key on it, or rows stowage cannot take (a circuit state it does not
  * know, two checkpoints of one task and sequence) refuse the start with `E_INVALID_OPTION`, and
@@ -45,67 +45,47 @@ export function registerGoGoScopeTable(pool: PostgresPool, kind: TableKind, tabl
   byTable.set(table.sql, { kind, keys });
 }
 
+/** How goGoScopePersistence keys the table `kind` of `table` on `pool`; undefined when it does not open that table. */
+export function goGoScopeKeysOf(pool: PostgresPool, kind: TableKind, table: TableName): GoGoScopeKeys | undefined {
+  const registration = registered.get(pool)?.get(table.sql);
+  return registration?.kind === kind ? registration.keys : undefined;
+}
+
+/** go-go-scope's layout of `kind`: its columns, primary key, and what converting it changes (see `planTableAdoption`). */
+export function goGoScopeLayout(kind: TableKind): Readonly<Omit<GoGoScopeLayout, 'convert'>> | undefined {
+  return LAYOUTS[kind];
+}
+
 /**
- * Adopts `found` when it is go-go-scope's own table of `kind` and goGoScopePersistence
- * registered it: resolves true once converted. False (nothing done) when it is not
- * registered or does not have go-go-scope's columns (a table stowage created or converted
- * already); `E_INVALID_OPTION` when it has them but is not what go-go-scope makes, or cannot
- * be converted (see above).
+ * Converts go-go-scope's own table of `kind` (`planTableAdoption` judged it so) to stowage's
+ * layout, rekeyed by `keys`; `E_INVALID_OPTION` when its rows cannot be converted (see above).
+ * A table converted already is left as it is.
  */
-export async function adoptGoGoScopeTable(connection: PostgresConnection, kind: TableKind, table: TableName, found: TableInfo): Promise<boolean> {
-  const registration = registered.get(connection.pool)?.get(table.sql);
-  const layout = LAYOUTS[kind];
-  if (registration === undefined || registration.kind !== kind || layout === undefined || !isGoGoScopeTable(kind, found) || hasStowageColumns(kind, found)) {
-    return false;
-  }
+export async function convertGoGoScopeTable(connection: PostgresConnection, kind: TableKind, table: TableName, name: string, keys: GoGoScopeKeys): Promise<void> {
+  const layout = LAYOUTS[kind]!;
   const what = `go-go-scope's ${layout.describe}`;
-  const problems = [
-    ...Object.entries(layout.columns)
-      .filter(([name, types]) => !types.includes(found.columns.get(name)!.type))
-      .map(([name, types]) => `${name} is ${found.columns.get(name)!.type} (go-go-scope's is ${types[0]})`),
-    ...(sameList(found.primaryKey, layout.primaryKey) ? [] : [`its primary key is (${found.primaryKey.join(', ')})`]),
-  ];
-  if (problems.length > 0) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      `table ${found.name} has the columns of ${what}, but ${problems.join('; ')}: stowage adopts go-go-scope's own layout only. Nothing was changed; give goGoScopePersistence another table`,
-    );
-  }
-  if (found.dependents.length > 0) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      `table ${found.name} is ${what}, and stowage would convert it in place, but ${found.dependents.join(', ')} rest on it. ` +
-        'Nothing was changed. Drop them, start goGoScopePersistence once, then create them again; or give it another table',
-    );
-  }
   try {
-    await ddl(connection, table, layout.convert(table, registration.keys));
+    await ddl(connection, table, layout.convert(table, keys));
   } catch (error) {
     const state = sqlState(error);
     if (state === REFUSED) {
-      throw new StowageError('E_INVALID_OPTION', `table ${found.name} is ${what}, but ${(error as Error).message}. Nothing was changed`, { cause: error });
+      throw new StowageError('E_INVALID_OPTION', `table ${name} is ${what}, but ${(error as Error).message}. Nothing was changed`, { cause: error });
     }
     if (state === '23505') {
       throw new StowageError(
         'E_INVALID_OPTION',
-        `table ${found.name} is ${what}, but two of its rows would have the same key in stowage's layout (${(error as { detail?: string }).detail ?? (error as Error).message}). Nothing was changed`,
+        `table ${name} is ${what}, but two of its rows would have the same key in stowage's layout (${(error as { detail?: string }).detail ?? (error as Error).message}). Nothing was changed`,
         { cause: error },
       );
     }
     throw error;
   }
-  return true;
 }
 
 /** Whether `info` has the column names of go-go-scope's table of `kind` (whatever their types). */
 export function isGoGoScopeTable(kind: TableKind, info: TableInfo): boolean {
   const layout = LAYOUTS[kind];
   return layout !== undefined && sameList([...info.columns.keys()].sort(), Object.keys(layout.columns).sort());
-}
-
-/** Whether every column of stowage's layout of `kind` is there, of its type (converted already: go-go-scope's checkpoint table keeps its column names). */
-function hasStowageColumns(kind: TableKind, info: TableInfo): boolean {
-  return [...tableColumns(kind)].every(([name, type]) => info.columns.get(name)?.type === type);
 }
 
 /** SQLSTATE (stowage's own) of a conversion that found rows it cannot take; the message says which. */
@@ -119,6 +99,8 @@ interface GoGoScopeLayout {
   primaryKey: readonly string[];
   /** What the README calls the table. */
   describe: string;
+  /** What the conversion changes, in words (the stowage CLI's `adopt --dry-run` prints them). */
+  changes: readonly string[];
   /** The DDL transaction's steps (see `ddl`): each starts by returning when the table is converted already. */
   convert(table: TableName, keys: GoGoScopeKeys): string[];
 }
@@ -132,6 +114,13 @@ const LAYOUTS: Partial<Record<TableKind, GoGoScopeLayout>> = {
     describe: 'lock table (key TEXT PRIMARY KEY, owner TEXT, expires_at TIMESTAMP)',
     columns: { key: TEXT, owner: TEXT, expires_at: TIMESTAMP },
     primaryKey: ['key'],
+    changes: [
+      "keys keyPrefix + 'lock:' + key -> keyPrefix + key (goGoScopePersistence's keyPrefix)",
+      'key COLLATE "C"; expires_at TIMESTAMP -> TIMESTAMPTZ (the session time zone\'s wall clock, as go-go-scope wrote it)',
+      'add columns fence BIGINT NOT NULL (held locks keep fence 1; the sequence <table>_fence_seq hands out 2 and up) and acquired_at TIMESTAMPTZ',
+      "drop go-go-scope's index idx_locks_expires (stowage builds <table>_expires_at_idx)",
+      'all in one transaction under an exclusive lock, rewriting the table',
+    ],
     // A lock go-go-scope holds stays held: same owner, same end, fence 1 (its grant counts as
     // the first; the fence sequence hands out 2 and up). `fence` has no default, so an insert
     // of a go-go-scope process still running fails instead of granting a lock stowage cannot see.
@@ -160,6 +149,13 @@ const LAYOUTS: Partial<Record<TableKind, GoGoScopeLayout>> = {
     describe: 'circuit-breaker table (key TEXT PRIMARY KEY, state, failure_count, last_failure_time, last_success_time, updated_at)',
     columns: { key: TEXT, state: TEXT, failure_count: ['integer'], last_failure_time: TIMESTAMP, last_success_time: TIMESTAMP, updated_at: TIMESTAMP },
     primaryKey: ['key'],
+    changes: [
+      "keys keyPrefix + 'circuit:' + key -> keyPrefix + key (goGoScopePersistence's keyPrefix)",
+      'key COLLATE "C"; last_failure_time, last_success_time TIMESTAMP (UTC) and updated_at TIMESTAMP -> TIMESTAMPTZ',
+      'add column open_until TIMESTAMPTZ (an open circuit stays open until set again or closed by a success) and CHECK (state IN (closed, open, half-open)); other states refuse the conversion',
+      "drop go-go-scope's index idx_circuit_updated",
+      'all in one transaction under an exclusive lock, rewriting the table',
+    ],
     // go-go-scope wrote the failure and success times as ISO strings (UTC) and `updated_at` as
     // NOW() (the session's time zone). An open circuit stays open (no `open_until`: go-go-scope
     // kept no cool-down end) until it is set again or a success closes it.
@@ -187,6 +183,13 @@ const LAYOUTS: Partial<Record<TableKind, GoGoScopeLayout>> = {
     describe: 'cache table (key TEXT PRIMARY KEY, value JSONB, expires_at TIMESTAMP, accessed_at)',
     columns: { key: TEXT, value: ['jsonb'], expires_at: TIMESTAMP, accessed_at: TIMESTAMP },
     primaryKey: ['key'],
+    changes: [
+      "add column prefix: keys keyPrefix + 'cache:' + key -> (prefix keyPrefix, key), primary key (prefix, key)",
+      'key COLLATE "C"; value JSONB -> TEXT (the JSON go-go-scope stored, read back by richCodec); expires_at TIMESTAMP (UTC) -> TIMESTAMPTZ',
+      'add column updated_at TIMESTAMPTZ NOT NULL DEFAULT now()',
+      "drop go-go-scope's index idx_cache_expires (stowage builds <table>_prefix_expires_at_idx)",
+      'all in one transaction under an exclusive lock, rewriting the table',
+    ],
     // Each entry goes to the cache of its keyPrefix, its value the JSON go-go-scope stored (what
     // richCodec reads back), its expiry an ISO string go-go-scope wrote (UTC). `accessed_at`,
     // which go-go-scope never updated, stays.
@@ -223,6 +226,12 @@ const LAYOUTS: Partial<Record<TableKind, GoGoScopeLayout>> = {
       created_at: [...TIMESTAMPTZ, ...TIMESTAMP],
     },
     primaryKey: ['id'],
+    changes: [
+      'timestamp BIGINT (epoch milliseconds) -> TIMESTAMPTZ; sequence -> BIGINT; progress, estimated_time_remaining -> DOUBLE PRECISION; data JSONB -> TEXT (read back by richCodec)',
+      'task_id COLLATE "C"; created_at NOT NULL DEFAULT now() (NULL -> now())',
+      'UNIQUE (task_id, sequence); two checkpoints of one task and sequence refuse the conversion',
+      'all in one transaction under an exclusive lock, rewriting the table',
+    ],
     // `timestamp` was epoch milliseconds; `data` the JSON go-go-scope stored (what richCodec
     // reads back). A task's sequence becomes unique, as stowage's checkpoints need.
     convert: (table) => {
@@ -257,6 +266,12 @@ const LAYOUTS: Partial<Record<TableKind, GoGoScopeLayout>> = {
     describe: 'idempotency table (key VARCHAR(255) PRIMARY KEY, value JSONB, expires_at TIMESTAMPTZ, created_at, updated_at)',
     columns: { key: ['character varying(255)', ...TEXT], value: ['jsonb'], expires_at: TIMESTAMPTZ, created_at: TIMESTAMPTZ, updated_at: TIMESTAMPTZ },
     primaryKey: ['key'],
+    changes: [
+      "keys idempotencyKeyPrefix + key -> keyPrefix + key (goGoScopePersistence's options)",
+      'key -> TEXT COLLATE "C"; value JSONB -> TEXT (read back by richCodec), nullable',
+      "add columns status (every record 'completed') and token; updated_at NOT NULL DEFAULT now() (NULL -> now())",
+      'all in one transaction under an exclusive lock, rewriting the table',
+    ],
     // Every record becomes a completed result whose value is the JSON text go-go-scope stored
     // (what richCodec reads back), under goGoScopePersistence's key: `keyPrefix` + the key
     // without the adapter's own prefix.

@@ -1,11 +1,11 @@
 import { StowageError } from '@stowage/core';
-import { adoptGoGoScopeTable, isGoGoScopeTable } from './adopt-go-go-scope.js';
-import { NOT_NULL_CHECK, isByteOrder, sameList, upgrade, type ColumnInfo, type Layout, type TableInfo } from './adopt-upgrade.js';
+import { convertGoGoScopeTable, goGoScopeKeysOf } from './adopt-go-go-scope.js';
+import { ADOPTED_SNAPSHOT_ID, AWAITLY_LAYOUTS, planTableAdoption, tableInfo, underLegacyNames, type ExistingTable } from './adopt-plan.js';
+import { upgrade, type ColumnInfo } from './adopt-upgrade.js';
 import type { PostgresConnection } from './connection/store-connection.js';
 import type { PostgresPool } from './connection/types.js';
 import { encodeText } from './key-encoding.js';
 import type { TableKind, TableName } from './schema/names.js';
-import { tableColumns } from './schema/tables.js';
 import { keyRange } from './sql.js';
 
 /*
@@ -15,7 +15,8 @@ import { keyRange } from './sql.js';
  * upgraded in place, once (adopt-upgrade.ts): what stowage needs is added and every row stays,
  * with its meaning. go-go-scope's own tables are converted where goGoScopePersistence opens
  * them (adopt-go-go-scope.ts). Any other layout is refused with `E_INVALID_OPTION` naming
- * what stowage does not recognise, before anything is changed.
+ * what stowage does not recognise, before anything is changed. Which of these a table is,
+ * `planTableAdoption` (adopt-plan.ts) judges; the stowage CLI reports the same judgement.
  */
 
 /** What start-up found: whether an adopted snapshot table may still hold rows of awaitly's layout. */
@@ -26,9 +27,6 @@ export interface AdoptedTable {
 const adoptions = new WeakMap<PostgresPool, Map<string, Promise<AdoptedTable>>>();
 const claims = new WeakMap<PostgresPool, Map<string, Promise<void>>>();
 const idColumns = new WeakMap<PostgresPool, Map<string, Promise<string>>>();
-
-/** The key column of an adopted snapshot table (see the `snapshots` layout). */
-const ADOPTED_SNAPSHOT_ID = 'snapshot_id';
 
 /**
  * The name of a snapshot table's id column: `id` in tables stowage created, `snapshot_id` in
@@ -79,181 +77,49 @@ export async function adoptTables(connection: PostgresConnection, tables: Readon
   return Promise.all(tables.map(([, name]) => byTable.get(name.sql)!));
 }
 
-async function adoptTable(connection: PostgresConnection, kind: TableKind, table: TableName, found: TableInfo | undefined): Promise<AdoptedTable> {
+async function adoptTable(connection: PostgresConnection, kind: TableKind, table: TableName, found: ExistingTable | undefined): Promise<AdoptedTable> {
   if (found === undefined) return { adopted: false };
-  const layout = LAYOUTS[kind as keyof typeof LAYOUTS];
-  if (layout === undefined) {
-    // go-go-scope's own tables, where goGoScopePersistence opens them (adopt-go-go-scope.ts).
-    if (await adoptGoGoScopeTable(connection, kind, table, found)) return { adopted: true };
-    assertStowageColumns(kind, table, found);
-    return { adopted: false };
+  const keys = goGoScopeKeysOf(connection.pool, kind, table);
+  const plan = planTableAdoption(kind, found, { goGoScopePersistence: keys !== undefined });
+  switch (plan.verdict) {
+    case 'stowage':
+      return { adopted: plan.adopted };
+    case 'refused':
+      throw new StowageError('E_INVALID_OPTION', plan.reason);
+    case 'awaitly': {
+      const layout = AWAITLY_LAYOUTS[kind]!;
+      await upgrade(connection, layout, table, underLegacyNames(layout, tableInfo(found)));
+      return { adopted: true };
+    }
+    case 'go-go-scope':
+      await convertGoGoScopeTable(connection, kind, table, found.name, keys!);
+      return { adopted: true };
   }
-  // Tables stowage created have no default on `version`; legacy rows of adopted ones take 1.
-  const adopted = found.columns.get('version')?.default === '1';
-  if (!adopted && isNative(layout, found)) return { adopted: false };
-  const info = underLegacyNames(layout, found);
-  const renamed = Object.values(layout.renames).every((name) => found.columns.has(name));
-  if (!renamed || !isNative(layout, info)) {
-    assertKnownLayout(layout, table, info);
-    assertNoDependents(layout, info);
-    await upgrade(connection, layout, table, info);
-  }
-  return { adopted: true };
-}
-
-/**
- * `info` with the columns an upgrade renamed under their legacy names, so that a table is
- * checked alike before and after the rename (see {@link Layout.renames}).
- */
-function underLegacyNames(layout: Layout, info: TableInfo): TableInfo {
-  const legacyName = new Map(Object.entries(layout.renames).map(([legacy, renamed]) => [renamed, legacy]));
-  const rename = (name: string) => (legacyName.has(name) && !info.columns.has(legacyName.get(name)!) ? legacyName.get(name)! : name);
-  return {
-    ...info,
-    columns: new Map([...info.columns].map(([name, column]) => [rename(name), { ...column, name: rename(name) }])),
-    primaryKey: info.primaryKey.map(rename),
-  };
-}
-
-// --- layouts ------------------------------------------------------------------------------------
-
-const TEXT = ['text'];
-const TIMESTAMPTZ = ['timestamp with time zone'];
-const BIGINT = ['bigint'];
-
-const LAYOUTS: Partial<Record<TableKind, Layout>> = {
-  kv: {
-    kind: 'kv',
-    renames: {},
-    legacy: { key: TEXT, value: TEXT, expires_at: ['timestamp without time zone', ...TIMESTAMPTZ] },
-    optional: { updated_at: TIMESTAMPTZ },
-    added: { version: BIGINT, updated_at: TIMESTAMPTZ },
-    notNull: ['value', 'version', 'updated_at'],
-    primaryKey: ['key'],
-    describe: "awaitly-postgres's key-value table (key TEXT PRIMARY KEY, value TEXT, expires_at TIMESTAMP[, updated_at TIMESTAMPTZ])",
-  },
-  snapshots: {
-    kind: 'snapshots',
-    // awaitly-postgres selects, lists and deletes by `id` alone (`DELETE … WHERE id = $1`): once
-    // each prefix keeps its rows under their own id, such a statement of a process still running
-    // it would reach every prefix's rows. Under another name, every statement of it fails (42703).
-    renames: { id: ADOPTED_SNAPSHOT_ID },
-    legacy: { id: TEXT, snapshot: ['json', 'jsonb'], updated_at: TIMESTAMPTZ },
-    optional: {},
-    added: { prefix: TEXT, version: BIGINT },
-    notNull: ['snapshot', 'version', 'updated_at', 'prefix'],
-    primaryKey: ['prefix', 'id'],
-    describe: "awaitly-postgres's snapshot table (id TEXT PRIMARY KEY, snapshot JSONB NOT NULL, updated_at TIMESTAMPTZ)",
-  },
-};
-
-/** The table is stowage's layout, complete (created by stowage, or fully adopted), under stowage's column names. */
-function isNative(layout: Layout, info: TableInfo): boolean {
-  const types = { ...layout.legacy, ...layout.added, expires_at: TIMESTAMPTZ };
-  const columns = [...tableColumns(layout.kind).keys()];
-  return (
-    columns.every((name) => {
-      const column = info.columns.get(name);
-      return column !== undefined && (types[name as keyof typeof types] ?? [column.type]).includes(column.type);
-    }) &&
-    layout.notNull.every((name) => info.columns.get(name)!.notNull) &&
-    sameList(info.primaryKey, layout.primaryKey) &&
-    layout.primaryKey.every((name) => isByteOrder(info.columns.get(name), info)) &&
-    !info.checks.some((check) => check.endsWith(NOT_NULL_CHECK))
-  );
-}
-
-/** `E_INVALID_OPTION` unless the table's columns are those of the legacy layout (plus what an earlier upgrade added). */
-function assertKnownLayout(layout: Layout, table: TableName, info: TableInfo): void {
-  const accepted = { ...layout.legacy, ...layout.optional, ...layout.added };
-  const unknown = [...info.columns.keys()].filter((name) => !(name in accepted));
-  const missing = Object.keys(layout.legacy).filter((name) => !info.columns.has(name));
-  const wrongTypes = [...info.columns.values()]
-    .filter((column) => column.name in accepted && !accepted[column.name]!.includes(column.type))
-    .map((column) => `${column.name} is ${column.type} (expected ${accepted[column.name]!.join(' or ')})`);
-  const legacyKey = layout.primaryKey.filter((name) => name in layout.legacy);
-  const keyProblem =
-    sameList(info.primaryKey, legacyKey) || sameList(info.primaryKey, layout.primaryKey) ? [] : [`its primary key is (${info.primaryKey.join(', ')})`];
-  const problems = [
-    ...(unknown.length > 0 ? [`unrecognised column(s) ${unknown.join(', ')}`] : []),
-    ...(missing.length > 0 ? [`no column(s) ${missing.join(', ')}`] : []),
-    ...wrongTypes,
-    ...keyProblem,
-  ];
-  if (problems.length > 0) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      `table ${info.name} has a layout stowage does not know: ${problems.join('; ')}. ` +
-        `Stowage uses its own layout (see schemaSql()) and adopts ${layout.describe}; give the store another table`,
-    );
-  }
-}
-
-/**
- * `E_INVALID_OPTION` when views or other tables' foreign keys rest on the table: the upgrade
- * converts columns they read and replaces the primary key they reference, which PostgreSQL
- * refuses half-way (after columns were added). Checked before anything changes.
- */
-function assertNoDependents(layout: Layout, info: TableInfo): void {
-  if (info.dependents.length === 0) return;
-  throw new StowageError(
-    'E_INVALID_OPTION',
-    `table ${info.name} is ${layout.describe}, and stowage would upgrade it in place, but ${info.dependents.join(', ')} ` +
-      `depend${info.dependents.length === 1 ? 's' : ''} on it (the upgrade converts its key column and replaces its primary key). ` +
-      'Nothing was changed. Drop them, start the store once, then create them again (see the README on adopting tables); or give the store another table',
-  );
-}
-
-/**
- * For kinds stowage has no legacy layout for: `E_INVALID_OPTION` unless every column of stowage's
- * layout is there, of its type (other columns of yours are fine).
- */
-function assertStowageColumns(kind: TableKind, table: TableName, info: TableInfo): void {
-  const expected = tableColumns(kind);
-  const missing = [...expected.keys()].filter((name) => !info.columns.has(name));
-  const wrongTypes = [...expected]
-    .filter(([name, type]) => info.columns.has(name) && info.columns.get(name)!.type !== type)
-    .map(([name, type]) => `${name} is ${info.columns.get(name)!.type} (stowage's is ${type})`);
-  if (missing.length === 0 && wrongTypes.length === 0) return;
-  const hint = isAwaitlyLeaseTable(info)
-    ? ": it is awaitly-postgres's lock table, which only holds leases; give stowage another lockTableName, or drop it while no workflow runs"
-    : isGoGoScopeTable(kind, info)
-      ? ": it is a table of go-go-scope's own PostgreSQL adapters, which stowage adopts only through goGoScopePersistence " +
-        "(see the README on go-go-scope's own tables)"
-      : ': give the store another table';
-  const problems = [...(missing.length > 0 ? [`no column(s) ${missing.join(', ')}`] : []), ...wrongTypes];
-  throw new StowageError(
-    'E_INVALID_OPTION',
-    `table ${info.name} has a layout stowage does not know for ${kind}: ${problems.join('; ')} ` +
-      `(it has ${[...info.columns.keys()].join(', ')})${hint}`,
-  );
-}
-
-function isAwaitlyLeaseTable(info: TableInfo): boolean {
-  return ['workflow_id', 'owner_token', 'expires_at'].every((name) => info.columns.has(name));
 }
 
 // --- inspection -----------------------------------------------------------------------------
 
 /**
- * One catalog query for every table of a store: columns, primary key, check constraints. The
+ * One catalog query for every table of a store: what {@link planTableAdoption} judges. The
  * names are literals (quoted identifiers, validated: no `'` in them), so this start-up query is
  * not kept as a prepared statement on every connection.
  */
-async function inspect(connection: PostgresConnection, tables: readonly TableName[]): Promise<Map<string, TableInfo>> {
+async function inspect(connection: PostgresConnection, tables: readonly TableName[]): Promise<Map<string, ExistingTable>> {
   const { rows } = await connection.query(INSPECT.replace('$1', literalArray(tables.map((table) => table.sql))));
-  const infos = new Map<string, TableInfo>();
-  for (const row of rows as { name: string; columns: ColumnInfo[]; primary_key: string[] | null; checks: string[]; dependents: string[]; byte_order: boolean }[]) {
-    infos.set(row.name, {
+  const found = new Map<string, ExistingTable>();
+  type Row = { name: string; columns: ColumnInfo[]; primary_key: string[] | null; checks: string[]; dependents: string[]; indexes: string[]; byte_order: boolean };
+  for (const row of rows as Row[]) {
+    found.set(row.name, {
       name: row.name,
-      columns: new Map(row.columns.map((column) => [column.name, column])),
+      columns: row.columns,
       primaryKey: row.primary_key ?? [],
       checks: row.checks,
       dependents: row.dependents,
+      indexes: row.indexes,
       byteOrderDefault: row.byte_order === true,
     });
   }
-  return infos;
+  return found;
 }
 
 /** `ARRAY['…', …]::text[]` of quoted identifiers (which cannot hold a `'`). */
@@ -278,6 +144,7 @@ const INSPECT = `SELECT t.name,
     JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
     WHERE p.conrelid = c.oid AND p.contype = 'p') AS primary_key,
   (SELECT coalesce(json_agg(p.conname), '[]') FROM pg_constraint p WHERE p.conrelid = c.oid AND p.contype = 'c') AS checks,
+  (SELECT coalesce(json_agg(i.relname::text), '[]') FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid) AS indexes,
   (SELECT coalesce(json_agg(DISTINCT x.what), '[]') FROM (
       SELECT 'view ' || v.oid::regclass::text FROM pg_depend dep JOIN pg_rewrite r ON r.oid = dep.objid JOIN pg_class v ON v.oid = r.ev_class
         WHERE dep.classid = 'pg_rewrite'::regclass AND dep.refclassid = 'pg_class'::regclass AND dep.refobjid = c.oid AND v.oid <> c.oid

@@ -30,11 +30,11 @@ export class PostgresBackend implements Backend {
   }
 
   adoptionPlan(): Promise<AdoptionPlanItem[]> {
-    return adoptionPlan(this.session);
+    return adoptionPlan(this.session, this.options);
   }
 
   adopt(plan: AdoptionPlanItem[], progress: (line: string) => void): Promise<void> {
-    return adopt(this.url, this.options, plan, progress);
+    return adopt(this.session, this.url, this.options, plan, progress);
   }
 
   close(): Promise<void> {

@@ -3,7 +3,7 @@ import type { Finding } from '../model.js';
 import { loadPeer } from '../peers.js';
 import { redactUrl } from '../redact.js';
 import type { PgSession } from './connection.js';
-import { readTables } from './layout.js';
+import { readTables, storeTables } from './layout.js';
 
 /*
  * `stowage doctor` on PostgreSQL: what the deployment must give for the promises of
@@ -15,9 +15,6 @@ interface DoctorInput {
   schema?: string;
   names?: Record<string, string>;
 }
-
-/** go-go-scope's table names (its PostgresAdapter's), which `goGoScopePersistence` uses, by the kind of store on each. */
-const GO_GO_SCOPE_KINDS: Record<string, string> = { lock: 'locks', circuitBreaker: 'circuitBreaker', cache: 'cache', idempotency: 'idempotency', checkpoint: 'checkpoints' };
 
 export async function doctor(session: PgSession, url: string, input: DoctorInput): Promise<Finding[]> {
   const findings: Finding[] = [];
@@ -38,7 +35,7 @@ export async function doctor(session: PgSession, url: string, input: DoctorInput
     await poolerFindings(findings, url, input.listenUrl);
   }
   await grantFindings(findings, session, s.role, input);
-  await tableFindings(findings, session);
+  await tableFindings(findings, session, input.schema);
 
   if (s.synchronous_commit === 'off' || s.synchronous_commit === 'local') {
     findings.push({
@@ -184,25 +181,22 @@ async function grantFindings(findings: Finding[], session: PgSession, role: stri
   }
 }
 
-async function tableFindings(findings: Finding[], session: PgSession): Promise<void> {
-  const { GO_GO_SCOPE_NAMES } = await loadPeer<typeof import('@stowage/core/go-go-scope')>('@stowage/core/go-go-scope');
-  const adapter = await loadPeer<typeof import('@stowage/postgres')>('@stowage/postgres');
-  const tables: Record<string, string> = { ...session.tables };
-  for (const [slot, kind] of Object.entries(GO_GO_SCOPE_KINDS)) {
-    tables[`goGoScope:${kind}`] = new adapter.TableName(GO_GO_SCOPE_NAMES[slot as keyof typeof GO_GO_SCOPE_NAMES]).sql;
-  }
-  for (const table of await readTables(session, tables)) {
-    if (table.verdict === 'awaitly') {
+/** The existing tables stowage would adopt in place at a store's first start, or refuses (`planTableAdoption()` of @stowage/postgres). */
+async function tableFindings(findings: Finding[], session: PgSession, schema: string | undefined): Promise<void> {
+  for (const table of await readTables(session, await storeTables(session, schema))) {
+    const { plan } = table;
+    if (plan.verdict === 'awaitly' || plan.verdict === 'go-go-scope') {
+      const by = plan.verdict === 'awaitly' ? 'the first store to start upgrades it in place' : 'goGoScopePersistence converts it in place when it first starts';
       findings.push({
         severity: table.ownedByUs ? 'warn' : 'error',
         check: 'adoption',
         message:
-          `${table.name} has awaitly-postgres's layout (about ${table.rows} rows), not adopted yet: the first store to start upgrades it in place` +
+          `${table.name} is ${plan.layout} (about ${table.rows} rows), not adopted yet: ${by}` +
           (table.ownedByUs ? '' : ', which this role cannot (it does not own the table): a store started as this role fails') +
-          '; `stowage adopt --dry-run` lists the changes, `--apply` makes them',
+          `; \`stowage adopt --dry-run\` lists the changes, \`--apply${plan.verdict === 'go-go-scope' ? ' --key-prefix <keyPrefix>' : ''}\` makes them`,
       });
-    } else if (table.verdict === 'refused') {
-      findings.push({ severity: 'error', check: 'layout', message: `${table.name}: ${table.reason}` });
+    } else if (plan.verdict === 'refused') {
+      findings.push({ severity: 'error', check: 'layout', message: plan.reason });
     }
   }
 }

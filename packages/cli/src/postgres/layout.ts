@@ -1,107 +1,105 @@
+import type { ExistingColumn, TableAdoption, TableKind } from '@stowage/postgres';
 import { loadPeer } from '../peers.js';
 import type { PgSession } from './connection.js';
 
 /*
- * What the existing tables are, compared with the layout @stowage/postgres uses (its
- * `tableDdl()`): stowage's own, awaitly-postgres's (adopted in place on a store's first start),
- * or one stowage refuses. `doctor` and `adopt` both read it.
+ * What the existing tables are, as @stowage/postgres itself judges them when a store starts
+ * (its `planTableAdoption()`, given the catalog rows read here): stowage's own, awaitly-postgres's
+ * (upgraded in place by the store), go-go-scope's own (converted in place by
+ * goGoScopePersistence), or one stowage refuses. `doctor` and `adopt` both read it.
  */
 
-export interface Column {
-  name: string;
-  type: string;
-  notNull: boolean;
-  collation: string | null;
-}
-
-export interface TableState {
-  kind: string;
+/** A table a store would use: its kind, its quoted name, and whether goGoScopePersistence opens it. */
+export interface TableRef {
+  kind: TableKind;
   /** Quoted, qualified name. */
   name: string;
-  columns: Map<string, Column>;
-  primaryKey: string[];
-  indexes: string[];
+  goGoScope: boolean;
+  /** For go-go-scope's tables: the slot of goGoScopePersistence (`lock`, `cache`, …). */
+  slot?: string;
+}
+
+export interface TableState extends TableRef {
   /** Catalog estimates (`pg_class.reltuples`, `relpages`). */
   rows: number;
   pages: number;
   /** The role we are connected as may change the table (owner, or member of the owner role). */
   ownedByUs: boolean;
-  /** The database sorts text by bytes by default (libc "C"/"POSIX"). */
-  byteOrderDefault: boolean;
-  verdict: 'stowage' | 'awaitly' | 'refused';
-  /** For `refused`: what is wrong. */
-  reason?: string;
+  /** What a store starting on it does, in @stowage/postgres's words. */
+  plan: TableAdoption;
 }
 
-/** Table kinds whose awaitly-postgres layout stowage upgrades in place. */
-export const ADOPTABLE = new Set(['kv', 'snapshots']);
-const AWAITLY_COLUMNS: Record<string, string[]> = { kv: ['key', 'value', 'expires_at'], snapshots: ['id', 'snapshot', 'updated_at'] };
-const PRIMARY_KEYS: Record<string, string[]> = { kv: ['key'], snapshots: ['prefix', 'id'] };
+/** go-go-scope's slots, which goGoScopePersistence puts on go-go-scope's table names, and the kind of store on each. */
+const GO_GO_SCOPE_KINDS: Record<string, TableKind> = { lock: 'locks', circuitBreaker: 'circuitBreaker', cache: 'cache', idempotency: 'idempotency', checkpoint: 'checkpoints' };
 
-/** The column names of a kind of table as `tableDdl()` of @stowage/postgres declares them. */
-async function stowageColumns(kind: string): Promise<string[]> {
+/**
+ * Every table the stores would use: stowage's (the session's names) and goGoScopePersistence's
+ * (go-go-scope's own names). A name both use counts as goGoScopePersistence's.
+ */
+export async function storeTables(session: PgSession, schema: string | undefined): Promise<TableRef[]> {
+  const { GO_GO_SCOPE_NAMES } = await loadPeer<typeof import('@stowage/core/go-go-scope')>('@stowage/core/go-go-scope');
   const adapter = await loadPeer<typeof import('@stowage/postgres')>('@stowage/postgres');
-  const create = adapter.tableDdl(kind as never, new adapter.TableName('t')).find((statement) => statement.startsWith('CREATE TABLE'))!;
-  return [...create.matchAll(/^ {2}"?([a-z_]+)"? [A-Z]/gm)].map((match) => match[1]!);
+  const goGoScope: TableRef[] = Object.entries(GO_GO_SCOPE_KINDS).map(([slot, kind]) => ({
+    kind,
+    name: new adapter.TableName(GO_GO_SCOPE_NAMES[slot as keyof typeof GO_GO_SCOPE_NAMES], schema).sql,
+    goGoScope: true,
+    slot,
+  }));
+  const own: TableRef[] = Object.entries(session.tables)
+    .map(([kind, name]) => ({ kind: kind as TableKind, name: name!, goGoScope: false }))
+    .filter((table) => !goGoScope.some((other) => other.name === table.name));
+  return [...own, ...goGoScope];
 }
 
-const CATALOG = `SELECT t.kind, t.name, c.reltuples::float8 AS rows, c.relpages::float8 AS pages,
+const CATALOG = `SELECT t.n::int AS n, c.reltuples::float8 AS rows, c.relpages::float8 AS pages,
   pg_has_role(c.relowner, 'USAGE') AS owned,
-  (SELECT d.datcollate IN ('C', 'POSIX') FROM pg_database d WHERE d.datname = current_database()) AS byte_order,
-  (SELECT json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), 'notNull', a.attnotnull, 'collation', co.collname) ORDER BY a.attnum)
-     FROM pg_attribute a LEFT JOIN pg_collation co ON co.oid = a.attcollation
+  (SELECT d.datcollate IN ('C', 'POSIX') AND coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c'
+     FROM pg_database d WHERE d.datname = current_database()) AS byte_order,
+  (SELECT json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), 'notNull', a.attnotnull,
+       'collation', co.collname, 'default', pg_get_expr(d.adbin, d.adrelid)) ORDER BY a.attnum)
+     FROM pg_attribute a
+     LEFT JOIN pg_collation co ON co.oid = a.attcollation
+     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
      WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped) AS columns,
   (SELECT coalesce(json_agg(a.attname ORDER BY k.n), '[]') FROM pg_constraint p, unnest(p.conkey) WITH ORDINALITY AS k(attnum, n)
      JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum WHERE p.conrelid = c.oid AND p.contype = 'p') AS primary_key,
+  (SELECT coalesce(json_agg(p.conname), '[]') FROM pg_constraint p WHERE p.conrelid = c.oid AND p.contype = 'c') AS checks,
+  (SELECT coalesce(json_agg(DISTINCT x.what), '[]') FROM (
+      SELECT 'view ' || v.oid::regclass::text FROM pg_depend dep JOIN pg_rewrite r ON r.oid = dep.objid JOIN pg_class v ON v.oid = r.ev_class
+        WHERE dep.classid = 'pg_rewrite'::regclass AND dep.refclassid = 'pg_class'::regclass AND dep.refobjid = c.oid AND v.oid <> c.oid
+      UNION ALL
+      SELECT 'foreign key ' || quote_ident(f.conname) || ' of ' || f.conrelid::regclass::text FROM pg_constraint f
+        WHERE f.confrelid = c.oid AND f.contype = 'f') AS x(what)) AS dependents,
   (SELECT coalesce(json_agg(i.relname::text), '[]') FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = c.oid) AS indexes
-FROM unnest($1::text[], $2::text[]) AS t(kind, name)
-JOIN pg_class c ON c.oid = to_regclass(t.name) AND c.relkind IN ('r', 'p')`;
+FROM unnest($1::text[]) WITH ORDINALITY AS t(name, n)
+JOIN pg_class c ON c.oid = to_regclass(t.name) AND c.relkind IN ('r', 'p')
+ORDER BY t.n`;
 
-/** The existing tables among `tables` (kind -> quoted name), each with its verdict. */
-export async function readTables(session: PgSession, tables: Record<string, string>): Promise<TableState[]> {
-  const entries = Object.entries(tables);
+/** The tables among `tables` that exist, each with what a store starting on it does. */
+export async function readTables(session: PgSession, tables: readonly TableRef[]): Promise<TableState[]> {
+  const { planTableAdoption } = await loadPeer<typeof import('@stowage/postgres')>('@stowage/postgres');
   const rows = await session.read<{
-    kind: string; name: string; rows: number; pages: number; owned: boolean; byte_order: boolean;
-    columns: Column[]; primary_key: string[]; indexes: string[];
-  }>(CATALOG, [entries.map(([kind]) => kind), entries.map(([, name]) => name)]);
-  const states: TableState[] = [];
-  for (const row of rows) {
-    const state: TableState = {
-      kind: row.kind,
-      name: row.name,
-      columns: new Map(row.columns.map((column) => [column.name, column])),
+    n: number; rows: number; pages: number; owned: boolean; byte_order: boolean;
+    columns: ExistingColumn[]; primary_key: string[]; checks: string[]; dependents: string[]; indexes: string[];
+  }>(CATALOG, [tables.map((table) => table.name)]);
+  return rows.map((row) => {
+    const table = tables[row.n - 1]!;
+    const existing = {
+      name: table.name,
+      columns: row.columns,
       primaryKey: row.primary_key,
+      checks: row.checks,
+      dependents: row.dependents,
       indexes: row.indexes,
+      byteOrderDefault: row.byte_order === true,
+      pages: row.pages,
+    };
+    return {
+      ...table,
       rows: Math.max(0, row.rows),
       pages: row.pages,
       ownedByUs: row.owned,
-      byteOrderDefault: row.byte_order,
-      verdict: 'stowage',
+      plan: planTableAdoption(table.kind, existing, { goGoScopePersistence: table.goGoScope }),
     };
-    await judge(state);
-    states.push(state);
-  }
-  return states;
-}
-
-async function judge(state: TableState): Promise<void> {
-  const kind = state.kind.replace(/^goGoScope:/, '');
-  // Adoption renames an awaitly-postgres snapshot table's `id` to `snapshot_id` (first of all
-  // its changes), so that old awaitly-postgres statements fail instead of reaching every prefix.
-  const renamed = kind === 'snapshots' && state.columns.has('snapshot_id') && !state.columns.has('id');
-  const column = (name: string) => (renamed && name === 'id' ? 'snapshot_id' : name);
-  const expected = (await stowageColumns(kind)).map(column);
-  const missing = expected.filter((name) => !state.columns.has(name));
-  const primaryKey = PRIMARY_KEYS[kind]?.map(column);
-  const keyDiffers = primaryKey !== undefined && state.primaryKey.join(',') !== primaryKey.join(',');
-  if (missing.length === 0 && !keyDiffers) return;
-  if (ADOPTABLE.has(kind) && AWAITLY_COLUMNS[kind]!.map(column).every((name) => state.columns.has(name))) {
-    state.verdict = 'awaitly';
-    return;
-  }
-  state.verdict = 'refused';
-  const lease = ['workflow_id', 'owner_token', 'expires_at'].every((name) => state.columns.has(name));
-  state.reason = lease
-    ? "awaitly-postgres's lock table (workflow_id, owner_token, expires_at) holds only leases: stowage refuses it; give `lock` another lockTableName, or drop it while no workflow runs"
-    : `stowage refuses this layout for ${kind}: no column(s) ${missing.join(', ') || '-'}${keyDiffers ? `, primary key (${state.primaryKey.join(', ')})` : ''} (it has ${[...state.columns.keys()].join(', ')})`;
+  });
 }
