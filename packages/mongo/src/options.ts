@@ -2,7 +2,7 @@ import { StowageError } from '@stowage/core';
 import { assertOptionsObject, booleanOption, describeType, type StoreIdentity } from '@stowage/core/adapter';
 import type { Db, MongoClient, MongoClientOptions, WriteConcernSettings } from 'mongodb';
 import type { MongoDialectOption } from './dialects/dialect.js';
-import { DEFAULT_COLLECTIONS, assertValidCollectionName, type MongoCollectionKind } from './schema.js';
+import { DEFAULT_COLLECTIONS, assertValidCollectionName, assertValidDatabaseName, type MongoCollectionKind } from './schema.js';
 
 /**
  * Where a store finds its database. Give one of `url` (alias `connectionString`), `client`
@@ -160,22 +160,4 @@ function serverOf(source: ConnectionSource, database: string | undefined): Pick<
     ...(named !== undefined && named !== '' && { namespace: named }),
     ...(host?.host !== undefined && { server: { address: host.host, ...(host.port !== undefined && { port: host.port }) } }),
   };
-}
-
-const FORBIDDEN_IN_DATABASE_NAMES = /[/\\. "$*<>:|?]/;
-
-/** MongoDB's rules for database names (the stricter Windows set, so a name works everywhere). */
-export function assertValidDatabaseName(name: unknown, what = 'database'): asserts name is string {
-  if (
-    typeof name !== 'string' ||
-    name.length === 0 ||
-    Buffer.byteLength(name) > 63 ||
-    FORBIDDEN_IN_DATABASE_NAMES.test(name) ||
-    name.includes('\u0000')
-  ) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      `${what} must be a name of 1 to 63 bytes without / \\ . " $ * < > : | ? spaces or NUL, got ${typeof name === 'string' ? JSON.stringify(name) : describeType(name)}`,
-    );
-  }
 }
