@@ -138,3 +138,13 @@ export function redactPassword(text: string, url: string): string {
   }
   return text.replaceAll(password, '***').replaceAll(decoded, '***');
 }
+
+/** A driver `Db` (duck-typed: a `Db` of another copy of the driver works too). */
+export function isDb(value: unknown): value is Db {
+  return typeof value === 'object' && value !== null && typeof (value as Db).collection === 'function' && typeof (value as Db).databaseName === 'string';
+}
+
+/** A driver `MongoClient` (duck-typed, as {@link isDb}). */
+export function isClient(value: unknown): value is MongoClient {
+  return typeof value === 'object' && value !== null && typeof (value as MongoClient).db === 'function' && typeof (value as MongoClient).connect === 'function';
+}

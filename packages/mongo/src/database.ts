@@ -8,7 +8,7 @@ import { dialectFor, serverFeatures, type ServerFeatures } from './dialects/dete
 import { hasLabel, toStowageError } from './errors.js';
 import { MAJORITY, parseStoreOptions, type MongoSettings } from './options.js';
 import { collectionSpec, ensureCollection, inspectCollection, type MongoCollectionKind } from './schema.js';
-import { sweepEvery } from './retention.js';
+import { sweepEvery } from './sweeper.js';
 import { assertInTransaction, assertSessionOf, inNewTransaction, noTransactionsError, sessionBound } from './transactions.js';
 
 /** One collection of a store. */
@@ -71,7 +71,7 @@ export interface StoreDatabase<TDocument extends Document = Document> extends St
   viewOptions<T extends object>(session: object, overrides?: Partial<T>): T;
   /** Runs `fn` in a new transaction on the store's client (see {@link StoreConnection.transaction}). */
   transaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T>;
-  /** Runs `run` (a store's own call) in the background until the store closes; nothing in a view (see `sweepEvery`). */
+  /** Runs `run` (a store's own call) every `cleanupInterval` ms until the store closes; nothing in a view, or with the sweeper off (see `sweepEvery`). */
   sweep(run: () => Promise<unknown>): void;
   /** Frees `free` (a change stream, a feed) when the store closes, before its share of the client. */
   onClose(free: () => Promise<unknown>): void;
@@ -227,7 +227,7 @@ export class StoreConnection<TDocument extends Document = Document> implements S
   readonly collectionName: string;
   readonly #connection: MongoConnection;
   readonly #collections: readonly StoreCollection[];
-  readonly #settings: Pick<MongoSettings, 'autoCreate' | 'dialect' | 'writeConcern'>;
+  readonly #settings: Pick<MongoSettings, 'autoCreate' | 'dialect' | 'writeConcern' | 'cleanupInterval'>;
   readonly #traits: { fencing: boolean; wakeups: boolean };
   readonly #options: object;
   /** What {@link close} frees first: change streams, feeds, sweep timers. */
@@ -242,7 +242,8 @@ export class StoreConnection<TDocument extends Document = Document> implements S
     this.kind = collections[0]!.kind;
     this.collectionName = collections[0]!.name;
     this.#collections = collections;
-    this.#settings = { autoCreate: settings.autoCreate, dialect: settings.dialect, writeConcern: settings.writeConcern };
+    const { autoCreate, dialect, writeConcern, cleanupInterval } = settings;
+    this.#settings = { autoCreate, dialect, writeConcern, cleanupInterval };
     this.#traits = { fencing, wakeups };
     this.#options = options;
     this.#connection = openConnection(settings);
@@ -337,7 +338,9 @@ export class StoreConnection<TDocument extends Document = Document> implements S
   }
 
   sweep(run: () => Promise<unknown>): void {
-    const stop = sweepEvery(run);
+    const interval = this.#settings.cleanupInterval;
+    if (interval === undefined) return;
+    const stop = sweepEvery(run, interval, `${this.identity.name} (collection ${this.collectionName})`);
     this.#closers.push(async () => stop());
   }
 

@@ -18,7 +18,7 @@ import { mongoStore, storeDatabase, type Ready, type StoreCollection, type Store
 import { later, type NewProcessVersion } from '../dialects/dialect.js';
 import { assertDocumentSize } from '../errors.js';
 import type { MongoSettings, MongoStoreOptions } from '../options.js';
-import { deleteInBatches, retentionOf } from '../retention.js';
+import { deleteInBatches, retentionOf } from '../sweeper.js';
 import { DEFAULT_COLLECTIONS, collectionSpec, processClaimsCollection, type MongoIndexSpec, type MongoShardKey } from '../schema.js';
 import { claimWithTicket } from './claim-tickets.js';
 import { byVersion, toItem, toTransition, versionId, type ClaimTicketDocument, type ProcessVersionDocument, type VersionKey } from './documents.js';
@@ -49,8 +49,8 @@ export const DEFAULT_PROCESS_COLLECTION = DEFAULT_COLLECTIONS.process;
 
 export interface MongoProcessBackendOptions extends MongoStoreOptions {
   /**
-   * How long the transition history is kept, in ms (default: for ever). With it, a background
-   * timer (and {@link MongoProcessBackend.clearHistory}) deletes the retired versions of items
+   * How long the transition history is kept, in ms (default: for ever). With it, the background
+   * sweeper (every `cleanupInterval` ms) and {@link MongoProcessBackend.clearHistory} delete the retired versions of items
    * (their transition records) recorded longer ago (server clock). An item's current version and
    * its first one (the creation, whose `_id` makes `createItem` idempotent) are kept.
    */

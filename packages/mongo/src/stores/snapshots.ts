@@ -6,7 +6,7 @@ import type { ValueWrite } from '../dialects/dialect.js';
 import { lastWritten, type SnapshotDocument } from '../documents.js';
 import { MAJORITY, writeConcernOption, type MongoStoreOptions } from '../options.js';
 import { DEFAULT_COLLECTIONS } from '../schema.js';
-import { deleteInBatches, finishedAfterOf } from '../retention.js';
+import { deleteInBatches, finishedAfterOf } from '../sweeper.js';
 import { MongoLeases } from './leases.js';
 import { compareAndSetValue, idsStartingWith, namespaceStart, readLive } from './values.js';
 
@@ -26,7 +26,7 @@ export interface MongoSnapshotStoreOptions extends MongoStoreOptions {
   lock?: MongoWorkflowLockOptions | boolean;
   /**
    * How long snapshots of finished workflows are kept (default: for ever). With `finishedAfter`,
-   * a background timer (and {@link MongoSnapshotStore.clearFinished}) deletes this prefix's
+   * the background sweeper (every `cleanupInterval` ms) and {@link MongoSnapshotStore.clearFinished} delete this prefix's
    * snapshots whose `execution.status` is `"completed"` or `"failed"` and that were not saved for
    * that many ms (server clock). Running workflows and documents of other shapes are kept.
    */
