@@ -5,7 +5,6 @@
  * stripping (see @stowage/test-env/source-hooks).
  */
 import '@stowage/test-env/source-hooks';
-import { whenReady } from './mongo-adapter.js';
 
 const { MongoKeyValueStore, MongoProcessBackend } = await import('../src/index.js');
 const { runCrashTestWorker } = await import('@stowage/core/conformance/crash');
@@ -14,8 +13,10 @@ const name = process.argv[2]!;
 const url = process.env.STOWAGE_WORKER_URL!;
 const database = process.env.STOWAGE_WORKER_DATABASE!;
 const collections = JSON.parse(process.env.STOWAGE_WORKER_COLLECTIONS!) as { process: string; cursors: string };
-const backend = await whenReady(new MongoProcessBackend({ url, database, collection: collections.process }));
-const cursors = await whenReady(new MongoKeyValueStore({ url, database, collection: collections.cursors }));
+const backend = new MongoProcessBackend({ url, database, collection: collections.process });
+await backend.ready();
+const cursors = new MongoKeyValueStore({ url, database, collection: collections.cursors });
+await cursors.ready();
 await runCrashTestWorker({ backend, cursors, name });
 await backend.close();
 await cursors.close();
