@@ -80,7 +80,8 @@ async function open(target: HandoffTarget): Promise<{ provider: LockProvider; wa
   });
   client.on('commandSucceeded', () => void inFlight--);
   client.on('commandFailed', () => void inFlight--);
-  const provider = await new MongoLockProvider({ client, database: target.database }).connect();
+  const provider = new MongoLockProvider({ client, database: target.database });
+  await provider.ready();
   return {
     provider,
     wakeups: provider.capabilities.wakeups === true,

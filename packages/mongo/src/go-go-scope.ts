@@ -4,7 +4,7 @@ import { assertOptionsObject } from '@stowage/core/adapter';
 import { GO_GO_SCOPE_NAMES, goGoScopeProviders, type GoGoScopeNames, type GoGoScopeOptions, type GoGoScopePersistence } from '@stowage/core/go-go-scope';
 import type { Db, MongoClient } from 'mongodb';
 import { registerGoGoScopeAdoption } from './adopt.js';
-import { openConnection } from './connection.js';
+import { isClient, isDb, openConnection } from './connection.js';
 import { parseStoreOptions, type MongoStoreOptions } from './options.js';
 import { assertValidCollectionName } from './schema.js';
 import { MongoCacheProvider } from './stores/cache.js';
@@ -80,12 +80,4 @@ export function goGoScopePersistence(
     },
     { ...goGoScope, afterClose: () => connection.close() },
   );
-}
-
-function isDb(value: unknown): value is Db {
-  return typeof value === 'object' && value !== null && typeof (value as Db).collection === 'function' && typeof (value as Db).databaseName === 'string';
-}
-
-function isClient(value: unknown): value is MongoClient {
-  return typeof value === 'object' && value !== null && typeof (value as MongoClient).db === 'function' && typeof (value as MongoClient).connect === 'function';
 }

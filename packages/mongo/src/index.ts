@@ -1,3 +1,4 @@
+export { connect, MongoStowage, type MongoConnectOptions, type StoreOptionsOf } from './connect.js';
 export { MongoKeyValueStore, type MongoKeyValueStoreOptions } from './stores/kv.js';
 export {
   MongoSnapshotStore,

@@ -1,8 +1,8 @@
 import { StowageError } from '@stowage/core';
-import { assertOptionsObject, booleanOption, describeType, type StoreIdentity } from '@stowage/core/adapter';
+import { assertOptionsObject, booleanOption, describeType, describeValue, type StoreIdentity } from '@stowage/core/adapter';
 import type { Db, MongoClient, MongoClientOptions, WriteConcernSettings } from 'mongodb';
 import type { MongoDialectOption } from './dialects/dialect.js';
-import { DEFAULT_COLLECTIONS, assertValidCollectionName, type MongoCollectionKind } from './schema.js';
+import { DEFAULT_COLLECTIONS, assertValidCollectionName, assertValidDatabaseName, type MongoCollectionKind } from './schema.js';
 
 /**
  * Where a store finds its database. Give one of `url` (alias `connectionString`), `client`
@@ -46,7 +46,21 @@ export interface MongoStoreOptions extends MongoConnectionOptions {
    * is the client's write concern.
    */
   writeConcern?: WriteConcernSettings;
+  /**
+   * Ms between runs of the store's background sweeper, which deletes what a retention option
+   * (`snapshotRetention`, `historyRetention`) lets go, in batches (default
+   * {@link DEFAULT_CLEANUP_INTERVAL}, one minute; `false` or `0`: off, call `clearFinished()` or
+   * `clearHistory()` yourself). Its timer never keeps the process alive and stops with the
+   * store's `close()`. Expired documents need no sweeper: the TTL index removes them, or `clearExpired()`.
+   */
+  cleanupInterval?: number | false;
 }
+
+/** The background sweeper's default interval: one minute. */
+export const DEFAULT_CLEANUP_INTERVAL = 60_000;
+
+/** The longest interval a Node.js timer takes (a longer one would fire after 1 ms). */
+const MAX_TIMER_MS = 2_147_483_647;
 
 /** Where the client comes from. Held privately: a connection string may carry a password. */
 export type ConnectionSource =
@@ -65,6 +79,8 @@ export interface MongoSettings {
   dialect: MongoDialectOption;
   /** `undefined`: the client's. */
   writeConcern: WriteConcernSettings | undefined;
+  /** Ms between background sweeps; `undefined`: no sweeper (`cleanupInterval: false` or `0`). */
+  cleanupInterval: number | undefined;
 }
 
 /** The write concern of every store's writes unless told otherwise (the cache: the client's). */
@@ -103,7 +119,21 @@ export function parseStoreOptions(options: unknown, kind: MongoCollectionKind, w
     autoCreate: booleanOption(given.autoCreate, 'autoCreate', true),
     dialect,
     writeConcern: writeConcernOption(given.writeConcern, kind === 'cache' ? undefined : MAJORITY),
+    cleanupInterval: cleanupIntervalOf(given.cleanupInterval),
   };
+}
+
+/** `cleanupInterval` as given: a positive integer of ms a timer can wait; `false`/`0` off; absent the default. */
+function cleanupIntervalOf(value: unknown): number | undefined {
+  if (value === undefined) return DEFAULT_CLEANUP_INTERVAL;
+  if (value === false || value === 0) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > MAX_TIMER_MS) {
+    throw new StowageError(
+      'E_INVALID_OPTION',
+      `cleanupInterval must be false, 0 (off) or a positive integer number of ms up to ${MAX_TIMER_MS}, got ${describeValue(value)}`,
+    );
+  }
+  return value;
 }
 
 function connectionSource(options: MongoConnectionOptions, database: string | undefined): ConnectionSource {
@@ -160,22 +190,4 @@ function serverOf(source: ConnectionSource, database: string | undefined): Pick<
     ...(named !== undefined && named !== '' && { namespace: named }),
     ...(host?.host !== undefined && { server: { address: host.host, ...(host.port !== undefined && { port: host.port }) } }),
   };
-}
-
-const FORBIDDEN_IN_DATABASE_NAMES = /[/\\. "$*<>:|?]/;
-
-/** MongoDB's rules for database names (the stricter Windows set, so a name works everywhere). */
-export function assertValidDatabaseName(name: unknown, what = 'database'): asserts name is string {
-  if (
-    typeof name !== 'string' ||
-    name.length === 0 ||
-    Buffer.byteLength(name) > 63 ||
-    FORBIDDEN_IN_DATABASE_NAMES.test(name) ||
-    name.includes('\u0000')
-  ) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      `${what} must be a name of 1 to 63 bytes without / \\ . " $ * < > : | ? spaces or NUL, got ${typeof name === 'string' ? JSON.stringify(name) : describeType(name)}`,
-    );
-  }
 }

@@ -2,7 +2,6 @@ import { StowageError } from '@stowage/core';
 import { describeType } from '@stowage/core/adapter';
 import type { Db, Document, IndexDescription, MongoClient } from 'mongodb';
 import { isUnsupportedError } from './errors.js';
-import { assertValidDatabaseName } from './options.js';
 
 /** The kinds of collection stowage keeps. */
 export type MongoCollectionKind =
@@ -464,5 +463,23 @@ async function withRetries(operation: () => Promise<unknown>): Promise<void> {
       if (!transient || attempt >= 5) throw error;
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
     }
+  }
+}
+
+const FORBIDDEN_IN_DATABASE_NAMES = /[/\\. "$*<>:|?]/;
+
+/** MongoDB's rules for database names (the stricter Windows set, so a name works everywhere). */
+export function assertValidDatabaseName(name: unknown, what = 'database'): asserts name is string {
+  if (
+    typeof name !== 'string' ||
+    name.length === 0 ||
+    Buffer.byteLength(name) > 63 ||
+    FORBIDDEN_IN_DATABASE_NAMES.test(name) ||
+    name.includes('\u0000')
+  ) {
+    throw new StowageError(
+      'E_INVALID_OPTION',
+      `${what} must be a name of 1 to 63 bytes without / \\ . " $ * < > : | ? spaces or NUL, got ${typeof name === 'string' ? JSON.stringify(name) : describeType(name)}`,
+    );
   }
 }

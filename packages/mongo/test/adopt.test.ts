@@ -6,7 +6,7 @@ import { MongoClient } from 'mongodb';
 import { expect, it } from 'vitest';
 import { MongoKeyValueStore, createMongoPersistence, goGoScopePersistence } from '../src/index.js';
 import { awaitlyMongoCollection, awaitlyMongoSet, goGoScopeCollections, goGoScopeWriter } from './legacy.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -38,7 +38,7 @@ describeEachServer(servers, 'adopting existing collections', (s) => {
 
     const [store, kv] = await Promise.all([
       createMongoPersistence({ connectionString: s.url, database: s.database, collection: name }),
-      new MongoKeyValueStore({ ...where, collection: name }).connect(),
+      whenReady(new MongoKeyValueStore({ ...where, collection: name })),
     ]);
     try {
       expect(await store.load('checkout-1')).toEqual(snapshot('running'));

@@ -3,6 +3,7 @@ import { expect, it } from 'vitest';
 import { MongoCacheProvider, MongoKeyValueStore, MongoLockProvider, type MongoDialectName } from '../src/index.js';
 import { storeOptions } from './helpers.js';
 import { describeEachServer, openTestServers } from './server.js';
+import { whenReady } from './mongo-adapter.js';
 
 const servers = await openTestServers('stowage_clock');
 
@@ -16,8 +17,8 @@ describeEachServer(servers, 'server clock and capabilities', (s) => {
     // Before it knows its server a store promises only what holds everywhere.
     expect(locks.capabilities).toMatchObject({ serverClock: false, fencing: true, crossProcess: true, changeFeed: false, transactions: false });
     expect(locks.dialect).toBeUndefined();
-    await locks.connect();
-    const kv = await new MongoKeyValueStore(storeOptions(s)).connect();
+    await locks.ready();
+    const kv = await whenReady(new MongoKeyValueStore(storeOptions(s)));
     const replicated = /replica set|mongos/.test(s.description);
     if (s.product === 'ferretdb') {
       // FerretDB 1.x: no update pipelines or $$NOW, no TTL indexes, no change streams, and updates are a read then a write.
@@ -67,9 +68,9 @@ describeEachServer(servers, 'server clock and capabilities', (s) => {
         const clock = new ClientClockSkew();
         clock.set(skew);
         try {
-          const kv = await new MongoKeyValueStore({ ...storeOptions(s), dialect }).connect();
-          const locks = await new MongoLockProvider({ ...storeOptions(s), dialect }).connect();
-          const cache = await new MongoCacheProvider({ ...storeOptions(s), dialect }).connect();
+          const kv = await whenReady(new MongoKeyValueStore({ ...storeOptions(s), dialect }));
+          const locks = await whenReady(new MongoLockProvider({ ...storeOptions(s), dialect }));
+          const cache = await whenReady(new MongoCacheProvider({ ...storeOptions(s), dialect }));
           const before = await serverNow();
           await kv.set('short', 'v', { ttl: 1_500 });
           await cache.set('short', 'v', 1_500);

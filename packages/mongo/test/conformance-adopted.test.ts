@@ -10,7 +10,7 @@ import {
 import { adoptGoGoScope } from '../src/adopt.js';
 import { MongoCacheProvider, MongoCheckpointStore, MongoCircuitBreakerStore, MongoIdempotencyStore, MongoKeyValueStore, MongoLockProvider } from '../src/index.js';
 import { awaitlyMongoCollection, awaitlyMongoSet, goGoScopeCollections, goGoScopeWriter } from './legacy.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers, type OpenedTestServer } from './server.js';
 
 /**
@@ -62,27 +62,27 @@ function adoptedAdapter(server: OpenedTestServer): ConformanceAdapter {
       return {
         kv: async () => {
           await adoptAwaitlyCollection();
-          return new MongoKeyValueStore({ ...base, collection: kvName }).connect();
+          return whenReady(new MongoKeyValueStore({ ...base, collection: kvName }));
         },
         locks: async () => {
           await adoptGoGoScopeCollections();
-          return new MongoLockProvider({ ...base, collection: target(legacy.locks) }).connect();
+          return whenReady(new MongoLockProvider({ ...base, collection: target(legacy.locks) }));
         },
         cache: async (options) => {
           await adoptGoGoScopeCollections();
-          return new MongoCacheProvider({ ...base, ...options, collection: target(legacy.cache) }).connect();
+          return whenReady(new MongoCacheProvider({ ...base, ...options, collection: target(legacy.cache) }));
         },
         circuitBreaker: async () => {
           await adoptGoGoScopeCollections();
-          return new MongoCircuitBreakerStore({ ...base, collection: target(legacy.circuit) }).connect();
+          return whenReady(new MongoCircuitBreakerStore({ ...base, collection: target(legacy.circuit) }));
         },
         checkpoints: async (options) => {
           await adoptGoGoScopeCollections();
-          return new MongoCheckpointStore({ ...base, ...options, collection: target(legacy.checkpoints) }).connect();
+          return whenReady(new MongoCheckpointStore({ ...base, ...options, collection: target(legacy.checkpoints) }));
         },
         idempotency: async () => {
           await adoptGoGoScopeCollections();
-          return new MongoIdempotencyStore({ ...base, collection: target(legacy.idempotency) }).connect();
+          return whenReady(new MongoIdempotencyStore({ ...base, collection: target(legacy.idempotency) }));
         },
         cleanup: async () => {
           const names = [kvName, ...Object.values(legacy).flatMap((name) => [name, target(name)])];

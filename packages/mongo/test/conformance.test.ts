@@ -2,7 +2,7 @@ import { describeConformance, type ConformanceReport } from '@stowage/core/confo
 import type { Capabilities } from '@stowage/core';
 import { afterAll, expect } from 'vitest';
 import { MongoLockProvider } from '../src/index.js';
-import { mongoAdapter, type MongoAdapterVariant } from './mongo-adapter.js';
+import { mongoAdapter, type MongoAdapterVariant, whenReady } from './mongo-adapter.js';
 import { openTestServers } from './server.js';
 
 /**
@@ -38,7 +38,7 @@ const stableApi = (product: string): MongoAdapterVariant =>
 
 const runs: { server: string; capabilities: Capabilities; report: ConformanceReport; transactions: boolean }[] = [];
 for (const server of servers) {
-  const probe = await new MongoLockProvider({ url: server.url, database: server.database, collection: 'probe_locks' }).connect();
+  const probe = await whenReady(new MongoLockProvider({ url: server.url, database: server.database, collection: 'probe_locks' }));
   const capabilities: Capabilities = probe.capabilities;
   const dialect = probe.dialect;
   await probe.close();

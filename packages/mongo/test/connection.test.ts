@@ -15,7 +15,7 @@ import {
 } from '../src/index.js';
 import { parseStoreOptions } from '../src/options.js';
 import { eventually, forwardPort, freePort, openSockets, storeOptions } from './helpers.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 const servers = await openTestServers('stowage_connection');
@@ -25,10 +25,10 @@ describeEachServer(servers, 'connections', (s) => {
   it('a client passed in (client, existingClient, existingDb) is still usable after close()', async () => {
     const client = new MongoClient(s.url);
     try {
-      const byClient = await new MongoKeyValueStore({ client, database: s.database, collection: 'byo_kv' }).connect();
+      const byClient = await whenReady(new MongoKeyValueStore({ client, database: s.database, collection: 'byo_kv' }));
       await byClient.set('k', 'v');
       await byClient.close();
-      const byAlias = await new MongoLockProvider({ existingClient: client, database: s.database, collection: 'byo_locks' }).connect();
+      const byAlias = await whenReady(new MongoLockProvider({ existingClient: client, database: s.database, collection: 'byo_locks' }));
       expect(await byAlias.acquire('k', 60_000)).not.toBeNull();
       await byAlias.close();
       const db = client.db(s.database);
@@ -36,7 +36,7 @@ describeEachServer(servers, 'connections', (s) => {
       await byDb.save('wf', { formatVersion: 1, steps: {}, execution: { status: 'running', lastUpdated: 'now' } });
       await byDb.close();
       const snapshots = mongo({ client, database: s.database, collection: 'byo_snapshots', lock: true });
-      await snapshots.connect();
+      await snapshots.ready();
       await snapshots.close();
       // Still open: the stores closed only themselves.
       expect(await client.db(s.database).collection('byo_kv').findOne({ _id: 'k' as never })).toMatchObject({ value: 'v' });
@@ -51,11 +51,11 @@ describeEachServer(servers, 'connections', (s) => {
     const baseline = openSockets();
     // A client of this test's own (stores share a client per URL and client options).
     const own = () => ({ ...storeOptions(s), clientOptions: { appName: 'sockets-baseline' } });
-    const locks = await new MongoLockProvider(own()).connect();
+    const locks = await whenReady(new MongoLockProvider(own()));
     const snapshots = mongo({ ...own(), lock: { collection: 'sockets_locks' } });
     const stores = [
-      await new MongoKeyValueStore(own()).connect(),
-      await new MongoCacheProvider(own()).connect(),
+      await whenReady(new MongoKeyValueStore(own())),
+      await whenReady(new MongoCacheProvider(own())),
       locks,
       snapshots,
       await createMongoPersistence({ ...own(), collection: 'sockets_state' }),
@@ -73,14 +73,14 @@ describeEachServer(servers, 'connections', (s) => {
     const baseline = openSockets();
     // Client options of this test's own, so that no store of another test lends its client.
     const options = () => ({ ...storeOptions(s), clientOptions: { appName: 'sockets-shared' } });
-    const first = await new MongoKeyValueStore(options()).connect();
+    const first = await whenReady(new MongoKeyValueStore(options()));
     await first.set('k', 'v');
     const oneStore = openSockets() - baseline;
-    const cache = await new MongoCacheProvider(options()).connect();
-    const locks = await new MongoLockProvider(options()).connect();
-    const breaker = await new MongoCircuitBreakerStore(options()).connect();
-    const checkpoints = await new MongoCheckpointStore(options()).connect();
-    const idempotency = await new MongoIdempotencyStore(options()).connect();
+    const cache = await whenReady(new MongoCacheProvider(options()));
+    const locks = await whenReady(new MongoLockProvider(options()));
+    const breaker = await whenReady(new MongoCircuitBreakerStore(options()));
+    const checkpoints = await whenReady(new MongoCheckpointStore(options()));
+    const idempotency = await whenReady(new MongoIdempotencyStore(options()));
     await cache.set('k', 'v');
     await (await locks.acquire('k', 10_000))?.release();
     await breaker.recordFailure('k', 5);
@@ -111,7 +111,7 @@ describeEachServer(servers, 'connections', (s) => {
       return context.skip('this server has no $currentOp with idle connections (FerretDB); the socket count above covers it');
     }
     const stores = await Promise.all(
-      Array.from({ length: 3 }, () => new MongoKeyValueStore({ ...storeOptions(s), clientOptions: { appName } }).connect()),
+      Array.from({ length: 3 }, () => whenReady(new MongoKeyValueStore({ ...storeOptions(s), clientOptions: { appName } }))),
     );
     await Promise.all(stores.map((store) => store.set('k', 'v')));
     expect(await connectionsOf(appName)).toBeGreaterThan(0);
@@ -231,7 +231,7 @@ describeEachServer(servers, 'connections', (s) => {
     const backend = new MongoProcessBackend(options());
     await Promise.all([kv, locks, snapshots, cache, backend].map((store) => store.close()));
     await expect(kv.get('k')).rejects.toMatchObject({ code: 'E_CLOSED' });
-    await expect(kv.connect()).rejects.toMatchObject({ code: 'E_CLOSED' });
+    await expect(kv.ready()).rejects.toMatchObject({ code: 'E_CLOSED' });
     await expect(locks.acquire('k', 1_000)).rejects.toMatchObject({ code: 'E_CLOSED' });
     await expect(snapshots.load('wf')).rejects.toMatchObject({ code: 'E_CLOSED' });
     await expect(snapshots.tryAcquire('wf')).rejects.toMatchObject({ code: 'E_CLOSED' });
@@ -258,7 +258,7 @@ describeEachServer(servers, 'connections', (s) => {
     const printed = () => stores.map((store) => inspect(store, { depth: 8, showHidden: true, getters: true })).join('\n');
     expect(printed()).not.toContain(password);
     if (s.product === 'ferretdb') {
-      await Promise.all(stores.map((store) => store.connect()));
+      await Promise.all(stores.map((store) => store.ready()));
       await (stores[0] as MongoKeyValueStore).set('k', 'v');
       await (stores[2] as MongoLockProvider).acquire('k', 60_000, { wait: 100 });
       expect(printed()).not.toContain(password);

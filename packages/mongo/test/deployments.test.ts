@@ -18,7 +18,7 @@ import {
   type MongoIndexSpec,
 } from '../src/index.js';
 import { inNewTransaction } from '../src/transactions.js';
-import { switchReadPreference, uniqueName } from './mongo-adapter.js';
+import { switchReadPreference, uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers, type OpenedTestServer } from './server.js';
 
 /**
@@ -188,7 +188,7 @@ describeEachServer(servers, 'deployments', (s) => {
     const { client } = await monitoredClient(s);
     try {
       switchReadPreference(client, 'secondaryPreferred');
-      const kv = await new MongoKeyValueStore({ client, database: s.database, collection: uniqueName('kv') }).connect();
+      const kv = await whenReady(new MongoKeyValueStore({ client, database: s.database, collection: uniqueName('kv') }));
       const session = client.startSession();
       try {
         session.startTransaction(); // no options: the transaction takes the client's secondaryPreferred
@@ -213,7 +213,7 @@ describeEachServer(servers, 'deployments', (s) => {
     try {
       switchReadPreference(client, 'nearest');
       // Start-up probes the server with an empty transaction, begun as every transaction of stowage's own.
-      const kv = await new MongoKeyValueStore({ client, database: s.database, collection: uniqueName('kv') }).connect();
+      const kv = await whenReady(new MongoKeyValueStore({ client, database: s.database, collection: uniqueName('kv') }));
       const probe = commands.filter((event) => event.command.txnNumber !== undefined);
       expect(probe.find((event) => event.command.startTransaction === true)?.command).toMatchObject({ readConcern: { level: 'snapshot' } });
       expect(probe.find((event) => event.commandName === 'commitTransaction')?.command).toMatchObject({ writeConcern: { w: 'majority' } });
@@ -275,7 +275,7 @@ describeEachServer(servers, 'deployments', (s) => {
         new MongoIdempotencyStore(on('idempotency')),
         new MongoProcessBackend(on('process')),
       ];
-      for (const store of stores) await store.connect();
+      for (const store of stores) await store.ready();
       await Promise.all(stores.map((store) => store.close()));
       const listings = commands.filter((event) => event.commandName === 'listCollections');
       expect(listings.length).toBeGreaterThan(0);
@@ -326,7 +326,7 @@ describeEachServer(servers, 'deployments', (s) => {
     const { client, commands } = await monitoredClient(s);
     try {
       const collection = uniqueName('process');
-      const backend = await new MongoProcessBackend({ client, database: s.database, collection }).connect();
+      const backend = await whenReady(new MongoProcessBackend({ client, database: s.database, collection }));
       for (const id of ['c', 'a', 'b']) await backend.createItem({ process: 'p', id, state: id === 'b' ? 'x' : 'y', data: {} });
       commands.splice(0);
       expect((await backend.listItems({ process: 'p', limit: 2 })).map((item) => item.id)).toEqual(['a', 'b']);
@@ -357,7 +357,7 @@ describeEachServer(servers, 'deployments', (s) => {
     const { client, commands } = await monitoredClient(s);
     try {
       const collection = uniqueName('idem');
-      const idempotency = await new MongoIdempotencyStore({ client, database: s.database, collection }).connect();
+      const idempotency = await whenReady(new MongoIdempotencyStore({ client, database: s.database, collection }));
       await idempotency.set('op', { done: 1 });
       commands.splice(0);
       expect(await idempotency.get('op')).toEqual({ value: { done: 1 } });

@@ -14,7 +14,7 @@ import {
   type MongoDialectName,
 } from '../src/index.js';
 import { serverTime, storeOptions } from './helpers.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -48,7 +48,7 @@ describeEachServer(servers, 'documents and writes', (s) => {
       const collection = db().collection(options.collection);
       await collection.insertMany(shapes.map(([name, fields]) => ({ _id: name as never, ...fields })));
       await collection.insertMany(shapes.map(([name, fields]) => ({ _id: `cas1:${name}` as never, ...fields })));
-      const kv = await new MongoKeyValueStore(options).connect();
+      const kv = await whenReady(new MongoKeyValueStore(options));
       const liveNames = shapes.filter(([, , live]) => live).map(([name]) => name);
       expect((await kv.keys()).filter((key) => !key.startsWith('cas1:'))).toEqual([...liveNames].sort());
       expect(await kv.getMany(shapes.map(([name]) => name))).toEqual(shapes.map(([, , live]) => (live ? 'v' : null)));
@@ -72,7 +72,7 @@ describeEachServer(servers, 'documents and writes', (s) => {
   it('a snapshot document without version or updatedAt loads (loadVersioned) and lists instead of throwing', async () => {
     const options = { ...storeOptions(s, 'bare_snap'), prefix: 'p' };
     await db().collection(options.collection).insertOne({ _id: 'p\u0000wf' as never, ns: 'p', value: '{"n":1}' });
-    const store = await mongo<JsonObject>(options).connect();
+    const store = await whenReady(mongo<JsonObject>(options));
     expect(await store.loadVersioned('wf')).toMatchObject({ snapshot: { n: 1 }, version: 1 });
     expect(await store.list()).toEqual([{ id: 'wf', updatedAt: new Date(0).toISOString() }]);
     await store.close();
@@ -84,7 +84,7 @@ describeEachServer(servers, 'documents and writes', (s) => {
       { _id: 'p\u0000string' as never, ns: 'p', value: '{"n":1}', version: 3, updatedAt: '2024-01-01' },
       { _id: 'p\u0000number' as never, ns: 'p', value: '{"n":2}', version: 4, updatedAt: 1_700_000_000_000 },
     ]);
-    const store = await mongo<JsonObject>(options).connect();
+    const store = await whenReady(mongo<JsonObject>(options));
     expect(await store.loadVersioned('string')).toMatchObject({ snapshot: { n: 1 }, version: 3 });
     expect(await store.load('number')).toEqual({ n: 2 });
     const epoch = new Date(0).toISOString();
@@ -94,14 +94,14 @@ describeEachServer(servers, 'documents and writes', (s) => {
 
     const kvOptions = storeOptions(s, 'odd_kv');
     await db().collection(kvOptions.collection).insertOne({ _id: 'k' as never, value: 'v', version: 2, updatedAt: 'yesterday' });
-    const kv = await new MongoKeyValueStore(kvOptions).connect();
+    const kv = await whenReady(new MongoKeyValueStore(kvOptions));
     expect(await kv.getEntry('k')).toMatchObject({ value: 'v', version: 2, updatedAt: new Date(0) });
     await kv.close();
   });
 
   it('a claim outlives the TTL pass after its lease: a late complete() still stores the result', async () => {
     const options = storeOptions(s, 'late');
-    const store = await new MongoIdempotencyStore(options).connect();
+    const store = await whenReady(new MongoIdempotencyStore(options));
     const reservation = await store.reserve('charge', 200);
     expect(reservation.status).toBe('acquired');
     const claim = await db().collection(options.collection).findOne({ _id: 'charge' as never });
@@ -132,13 +132,13 @@ describeEachServer(servers, 'documents and writes', (s) => {
     await client.connect();
     try {
       const options = (stem: string) => ({ client, database: s.database, collection: uniqueName(stem) });
-      const kv = await new MongoKeyValueStore(options('wc_kv')).connect();
-      const snapshots = await mongo<JsonObject>(options('wc_snap')).connect();
-      const idempotency = await new MongoIdempotencyStore(options('wc_idem')).connect();
-      const breaker = await new MongoCircuitBreakerStore(options('wc_circuit')).connect();
-      const locks = await new MongoLockProvider(options('wc_locks')).connect();
-      const backend = await new MongoProcessBackend(options('wc_process')).connect();
-      const cache = await new MongoCacheProvider(options('wc_cache')).connect();
+      const kv = await whenReady(new MongoKeyValueStore(options('wc_kv')));
+      const snapshots = await whenReady(mongo<JsonObject>(options('wc_snap')));
+      const idempotency = await whenReady(new MongoIdempotencyStore(options('wc_idem')));
+      const breaker = await whenReady(new MongoCircuitBreakerStore(options('wc_circuit')));
+      const locks = await whenReady(new MongoLockProvider(options('wc_locks')));
+      const backend = await whenReady(new MongoProcessBackend(options('wc_process')));
+      const cache = await whenReady(new MongoCacheProvider(options('wc_cache')));
       const promised: [string, () => Promise<unknown>][] = [
         ['kv.compareAndSet', () => kv.compareAndSet('k', 'v', null)],
         ['kv.set', () => kv.set('k2', 'v')],
@@ -184,8 +184,8 @@ describeEachServer(servers, 'documents and writes', (s) => {
 
   it('cache.clear() with the empty prefix clears only its own namespace', async () => {
     const options = storeOptions(s, 'clear');
-    const plain = await new MongoCacheProvider({ ...options, prefix: '' }).connect();
-    const other = await new MongoCacheProvider({ ...options, prefix: 'a' }).connect();
+    const plain = await whenReady(new MongoCacheProvider({ ...options, prefix: '' }));
+    const other = await whenReady(new MongoCacheProvider({ ...options, prefix: 'a' }));
     await plain.set('x', 1);
     await other.set('x', 2);
     await db().collection(options.collection).insertOne({ _id: 'not-a-cache-entry' as never, value: '3' });
@@ -203,9 +203,9 @@ describeEachServer(servers, 'documents and writes', (s) => {
     await client.connect();
     try {
       const options = (stem: string) => ({ client, database: s.database, collection: uniqueName(stem) });
-      const kv = await new MongoKeyValueStore(options('bar_kv')).connect();
-      const cache = await new MongoCacheProvider({ ...options('bar_cache'), prefix: 'ten|ant:' }).connect();
-      const snapshots = await mongo<JsonObject>({ ...options('bar_snap'), prefix: 'a|b' }).connect();
+      const kv = await whenReady(new MongoKeyValueStore(options('bar_kv')));
+      const cache = await whenReady(new MongoCacheProvider({ ...options('bar_cache'), prefix: 'ten|ant:' }));
+      const snapshots = await whenReady(mongo<JsonObject>({ ...options('bar_snap'), prefix: 'a|b' }));
       for (const key of ['a|b1', 'a|b2x', 'a|c', 'b']) await kv.set(key, 'v');
       await cache.set('k|1', 1);
       await snapshots.save('x|1', { n: 1 });
@@ -237,11 +237,11 @@ describeEachServer(servers, 'documents and writes', (s) => {
   });
 
   it('an insert between 16 MiB and 16 MiB + 16 KiB (checkpoint, process item) is E_INVALID_VALUE, before anything is sent', async () => {
-    const checkpoints = await new MongoCheckpointStore(storeOptions(s, 'big_cp')).connect();
+    const checkpoints = await whenReady(new MongoCheckpointStore(storeOptions(s, 'big_cp')));
     const data = 'x'.repeat(16 * MiB + 1024);
     await expect(checkpoints.save({ id: 'big', taskId: 't', sequence: 1, timestamp: 0, progress: 0, data })).rejects.toMatchObject({ code: 'E_INVALID_VALUE' });
     expect(await checkpoints.load('big')).toBeNull();
-    const backend = await new MongoProcessBackend(storeOptions(s, 'big_process')).connect();
+    const backend = await whenReady(new MongoProcessBackend(storeOptions(s, 'big_process')));
     await expect(backend.createItem({ process: 'p', id: 'i', state: 's', data: { blob: data } })).rejects.toMatchObject({ code: 'E_INVALID_VALUE' });
     expect(await backend.getItem('p', 'i')).toBeNull();
     await Promise.all([checkpoints.close(), backend.close()]);
@@ -251,7 +251,7 @@ describeEachServer(servers, 'documents and writes', (s) => {
     // jongodb commits a transaction by writing back the collection as the transaction saw it, so
     // a write to another document that landed meanwhile is lost (about 1 in 8 here while the store
     // wrapped setMany in a transaction). The store must not use such transactions.
-    const kv = await new MongoKeyValueStore(storeOptions(s, 'concurrent_batches')).connect();
+    const kv = await whenReady(new MongoKeyValueStore(storeOptions(s, 'concurrent_batches')));
     let stop = false;
     const batches = (async () => {
       for (let round = 0; !stop; round++) {
@@ -279,7 +279,7 @@ describeEachServer(servers, 'documents and writes', (s) => {
     // command, without saying which statement (no writeErrors), and may skip the statements
     // after it: before, such a setMany rejected (14 of 40 calls here).
     if (s.product === 'ferretdb') return context.skip('FerretDB 1.24 stops answering under concurrent bulk writes of the same _ids (a FerretDB bug)');
-    const kv = await new MongoKeyValueStore(storeOptions(s, 'racing_batches')).connect();
+    const kv = await whenReady(new MongoKeyValueStore(storeOptions(s, 'racing_batches')));
     try {
       for (let round = 0; round < 20; round++) {
         const keys = Array.from({ length: 20 }, (_, i) => `race/${round}/${i}`);
@@ -294,7 +294,7 @@ describeEachServer(servers, 'documents and writes', (s) => {
 
   it('process versions carry the server clock (createdAt, at) where the dialect computes them ($$NOW), whatever the client clock', async (context) => {
     if (s.product !== 'mongodb') return context.skip(`needs the pipeline dialect ($$NOW), which ${s.label} does not run (its command: pipeline-commands.test.ts)`);
-    const backend = await new MongoProcessBackend(storeOptions(s, 'clock_process')).connect();
+    const backend = await whenReady(new MongoProcessBackend(storeOptions(s, 'clock_process')));
     const skew = new ClientClockSkew();
     skew.set(10 * 60_000);
     try {

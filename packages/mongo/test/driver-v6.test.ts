@@ -9,7 +9,7 @@ import {
   createMongoPersistence,
 } from '../src/index.js';
 import { forwardPort, freePort } from './helpers.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -25,26 +25,26 @@ describeEachServer(servers, 'a mongodb 6.x client passed in', (s) => {
     try {
       // The stores are typed against the v7 driver; v6's Db/MongoClient are structurally compatible at run time.
       const options = (stem: string) => ({ client: client as never, database: s.database, collection: uniqueName(stem) });
-      const kv = await new MongoKeyValueStore(options('v6_kv')).connect();
+      const kv = await whenReady(new MongoKeyValueStore(options('v6_kv')));
       await kv.set('a', '1', { ttl: 60_000 });
       const { version } = (await kv.getEntry('a'))!;
       await expect(kv.compareAndSet('a', '2', null)).rejects.toMatchObject({ code: 'E_VERSION_CONFLICT' });
       expect(await kv.compareAndSet('a', '2', version)).toBeGreaterThan(version);
 
-      const locks = await new MongoLockProvider(options('v6_locks')).connect();
+      const locks = await whenReady(new MongoLockProvider(options('v6_locks')));
       const handle = await locks.acquire('k', 60_000, 'me');
       expect(await locks.acquire('k', 60_000, 'other')).toBeNull(); // E11000 from the v6 driver: "held"
       expect((await locks.acquire('k', 60_000, 'me'))?.fence).toBe(handle!.fence);
 
-      const cache = await new MongoCacheProvider(options('v6_cache')).connect();
+      const cache = await whenReady(new MongoCacheProvider(options('v6_cache')));
       await cache.set('c', { 'a.b': ['$x'] });
       expect(await cache.get('c')).toStrictEqual({ 'a.b': ['$x'] });
 
-      const breaker = await new MongoCircuitBreakerStore(options('v6_circuit')).connect();
+      const breaker = await whenReady(new MongoCircuitBreakerStore(options('v6_circuit')));
       expect(await breaker.recordFailure('svc', 1)).toBe(1);
       expect((await breaker.getState('svc'))?.state).toBe('open');
 
-      const idempotency = await new MongoIdempotencyStore(options('v6_idem')).connect();
+      const idempotency = await whenReady(new MongoIdempotencyStore(options('v6_idem')));
       expect((await idempotency.reserve('op', 60_000)).status).toBe('acquired');
       expect((await idempotency.reserve('op', 60_000)).status).toBe('in-flight');
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { MongoCacheProvider, MongoKeyValueStore, MongoLockProvider, mongo } from '../src/index.js';
 import { assertSimpleCollation } from '../src/schema.js';
 import { storeOptions } from './helpers.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -31,8 +31,8 @@ describeEachServer(servers, 'existing collections', (s) => {
     const locksName = uniqueName('ttl_locks');
     await db().collection(locksName).createIndexes([{ key: { expiresAt: 1 }, name: 'expiresAt_ttl', expireAfterSeconds: 0 }]);
     const refused = expect.objectContaining({ code: 'E_INVALID_OPTION', message: expect.stringContaining('fencing counter') });
-    await expect(new MongoLockProvider({ ...storeOptions(s), collection: locksName }).connect()).rejects.toEqual(refused);
-    await expect(new MongoLockProvider({ ...storeOptions(s), collection: locksName, autoCreate: false }).connect()).rejects.toEqual(refused);
+    await expect(new MongoLockProvider({ ...storeOptions(s), collection: locksName }).ready()).rejects.toEqual(refused);
+    await expect(new MongoLockProvider({ ...storeOptions(s), collection: locksName, autoCreate: false }).ready()).rejects.toEqual(refused);
     const snapshots = mongo({ ...storeOptions(s), lock: { collection: locksName } });
     await expect(snapshots.tryAcquire('wf')).rejects.toEqual(refused);
     await snapshots.close();
@@ -42,7 +42,7 @@ describeEachServer(servers, 'existing collections', (s) => {
   it('an existing plain { expiresAt: 1 } index does not block the TTL index: converted with collMod where the server can', async () => {
     const options = storeOptions(s, 'plain_ttl');
     await db().collection(options.collection).createIndexes([{ key: { expiresAt: 1 }, name: 'expiresAt_1' }]);
-    const kv = await new MongoKeyValueStore(options).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options));
     const onExpiresAt = (await db().collection(options.collection).listIndexes().toArray()).filter((index) => JSON.stringify(index.key) === '{"expiresAt":1}');
     if (s.product === 'mongodb') {
       // MongoDB refuses a second index on the key (IndexOptionsConflict 85): the plain one became a TTL index.
@@ -68,9 +68,9 @@ describeEachServer(servers, 'existing collections', (s) => {
     const options = storeOptions(s, 'collated');
     await db().createCollection(options.collection, { collation: { locale: 'en', strength: 2 } });
     const refused = expect.objectContaining({ code: 'E_INVALID_OPTION', message: expect.stringContaining('collation') });
-    await expect(new MongoKeyValueStore(options).connect()).rejects.toEqual(refused);
-    await expect(new MongoKeyValueStore({ ...options, autoCreate: false }).connect()).rejects.toEqual(refused);
-    await expect(new MongoCacheProvider(options).connect()).rejects.toEqual(refused);
+    await expect(new MongoKeyValueStore(options).ready()).rejects.toEqual(refused);
+    await expect(new MongoKeyValueStore({ ...options, autoCreate: false }).ready()).rejects.toEqual(refused);
+    await expect(new MongoCacheProvider(options).ready()).rejects.toEqual(refused);
   });
 
   it('an existing collection is not created again: a role without the createCollection privilege starts', async () => {
@@ -81,7 +81,7 @@ describeEachServer(servers, 'existing collections', (s) => {
     try {
       const collection = uniqueName('exists');
       await db().collection(collection).insertOne({ _id: 'made by someone else' as never });
-      const locks = await new MongoLockProvider({ client, database: s.database, collection }).connect();
+      const locks = await whenReady(new MongoLockProvider({ client, database: s.database, collection }));
       expect(await locks.acquire('k', 10_000)).not.toBeNull();
       await locks.close();
       const names = commands.map((event) => event.commandName);
@@ -105,10 +105,10 @@ describeEachServer(servers, 'existing collections', (s) => {
     await Promise.all([atlasA.close(), atlasB.close()]);
     if (s.product === 'jongodb') return context.skip('jongodb cannot drop a collection, which the second half needs');
     const options = storeOptions(s, 'per_client');
-    const first = await new MongoKeyValueStore(options).connect();
+    const first = await whenReady(new MongoKeyValueStore(options));
     await first.close();
     await db().dropCollection(options.collection);
-    const second = await new MongoKeyValueStore(options).connect(); // another client: sets the schema up again
+    const second = await whenReady(new MongoKeyValueStore(options)); // another client: sets the schema up again
     const names = (await db().collection(options.collection).listIndexes().toArray()).map((index) => index.name).sort();
     expect(names).toEqual(['_id_', s.product === 'ferretdb' ? 'expiresAt_1' : 'expiresAt_ttl', 'updatedAt_-1__id_1']);
     await second.close();

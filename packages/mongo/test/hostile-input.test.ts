@@ -11,7 +11,7 @@ import {
   mongo,
 } from '../src/index.js';
 import { recordCommands, storeOptions } from './helpers.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -27,13 +27,13 @@ const LOOKS_LIKE_SYNTAX = ['$where', '$gt', '$$NOW', '$$REMOVE', '$expiresAt', '
 describeEachServer(servers, 'hostile field names and keys', (s) => {
 
   it('operator objects where a string key, owner, token or id is expected are rejected as invalid', async () => {
-    const kv = await new MongoKeyValueStore(storeOptions(s)).connect();
-    const locks = await new MongoLockProvider(storeOptions(s)).connect();
-    const cache = await new MongoCacheProvider(storeOptions(s)).connect();
-    const idempotency = await new MongoIdempotencyStore(storeOptions(s)).connect();
-    const checkpoints = await new MongoCheckpointStore(storeOptions(s)).connect();
-    const breaker = await new MongoCircuitBreakerStore(storeOptions(s)).connect();
-    const snapshots = await mongo({ ...storeOptions(s), lock: true }).connect();
+    const kv = await whenReady(new MongoKeyValueStore(storeOptions(s)));
+    const locks = await whenReady(new MongoLockProvider(storeOptions(s)));
+    const cache = await whenReady(new MongoCacheProvider(storeOptions(s)));
+    const idempotency = await whenReady(new MongoIdempotencyStore(storeOptions(s)));
+    const checkpoints = await whenReady(new MongoCheckpointStore(storeOptions(s)));
+    const breaker = await whenReady(new MongoCircuitBreakerStore(storeOptions(s)));
+    const snapshots = await whenReady(mongo({ ...storeOptions(s), lock: true }));
     await kv.set('victim', 'kept');
     for (const hostile of OPERATOR_OBJECTS) {
       const h = hostile as never;
@@ -61,8 +61,8 @@ describeEachServer(servers, 'hostile field names and keys', (s) => {
   });
 
   it('keys, values, owners and ids that look like operators, field paths or regexes are literal', async () => {
-    const kv = await new MongoKeyValueStore(storeOptions(s)).connect();
-    const locks = await new MongoLockProvider(storeOptions(s)).connect();
+    const kv = await whenReady(new MongoKeyValueStore(storeOptions(s)));
+    const locks = await whenReady(new MongoLockProvider(storeOptions(s)));
     for (const text of LOOKS_LIKE_SYNTAX) {
       await kv.set(text, text, { ttl: 60_000 });
       expect(await kv.get(text), text).toBe(text);
@@ -94,8 +94,8 @@ describeEachServer(servers, 'hostile field names and keys', (s) => {
     // jongodb's backtracking engine gave no answer for a key of fifty `a`s in 30 s (MongoDB's
     // PCRE backtracks the same way; FerretDB took seconds for long patterns). The generous
     // timeout only bounds a hang: the assertions are on the matches.
-    const kv = await new MongoKeyValueStore(storeOptions(s)).connect();
-    const cache = await new MongoCacheProvider({ ...storeOptions(s), prefix: 'p:' }).connect();
+    const kv = await whenReady(new MongoKeyValueStore(storeOptions(s)));
+    const cache = await whenReady(new MongoCacheProvider({ ...storeOptions(s), prefix: 'p:' }));
     const keys = ['a'.repeat(60), `${'a'.repeat(60)}b`, `${'xa'.repeat(40)}b`, `${'a'.repeat(6)}b`, `a\u0000${'a'.repeat(50)}\u0001b`, 'b', '?'.repeat(1000)];
     const glob = `*${'a*'.repeat(7)}b`;
     const matches = [`a\u0000${'a'.repeat(50)}\u0001b`, `${'a'.repeat(60)}b`, `${'xa'.repeat(40)}b`];
@@ -124,8 +124,8 @@ describeEachServer(servers, 'hostile field names and keys', (s) => {
     const commands = recordCommands(client);
     try {
       const options = { client, database: s.database, collection: uniqueName('glob_pages') };
-      const kv = await new MongoKeyValueStore(options).connect();
-      const cache = await new MongoCacheProvider({ ...options, collection: uniqueName('glob_pages_cache'), prefix: 'c' }).connect();
+      const kv = await whenReady(new MongoKeyValueStore(options));
+      const cache = await whenReady(new MongoCacheProvider({ ...options, collection: uniqueName('glob_pages_cache'), prefix: 'c' }));
       // 600 keys that all contain "hit" (the literal the server searches for), of which every 50th ends with it.
       const keys = Array.from({ length: 600 }, (_, i) => `row:${String(i).padStart(4, '0')}:${i % 50 === 0 ? 'hit' : 'hitx'}`);
       const matches = keys.filter((key) => key.endsWith(':hit'));
@@ -165,18 +165,18 @@ describeEachServer(servers, 'hostile field names and keys', (s) => {
       nested: { _id: { $oid: '000000000000000000000000' } },
       '': '',
     };
-    const cache = await new MongoCacheProvider({ ...storeOptions(s), prefix: '$prefix.' }).connect();
+    const cache = await whenReady(new MongoCacheProvider({ ...storeOptions(s), prefix: '$prefix.' }));
     await cache.set('$key', value);
     expect(await cache.get('$key')).toStrictEqual(value);
     expect(await cache.keys()).toEqual(['$key']);
-    const snapshots = await mongo({ ...storeOptions(s), prefix: '$ns.' }).connect();
+    const snapshots = await whenReady(mongo({ ...storeOptions(s), prefix: '$ns.' }));
     await snapshots.save('$wf', value as never);
     expect(await snapshots.load('$wf')).toStrictEqual(value);
     expect(await snapshots.list({ prefix: '$' })).toEqual([expect.objectContaining({ id: '$wf' })]);
-    const checkpoints = await new MongoCheckpointStore(storeOptions(s)).connect();
+    const checkpoints = await whenReady(new MongoCheckpointStore(storeOptions(s)));
     await checkpoints.save({ id: '$cp', taskId: '$task', sequence: 1, timestamp: 1, progress: 0.5, data: value });
     expect((await checkpoints.loadLatest('$task'))?.data).toStrictEqual(value);
-    const idempotency = await new MongoIdempotencyStore(storeOptions(s)).connect();
+    const idempotency = await whenReady(new MongoIdempotencyStore(storeOptions(s)));
     await idempotency.set('$op', value);
     expect((await idempotency.get('$op'))?.value).toStrictEqual(value);
     await Promise.all([cache.close(), snapshots.close(), checkpoints.close(), idempotency.close()]);

@@ -15,6 +15,12 @@ import {
 
 let contexts = 0;
 
+/** `store` once ready (connected, collections created): for `const kv = await whenReady(new MongoKeyValueStore(…))`. */
+export async function whenReady<T extends { ready(): Promise<void> }>(store: T): Promise<T> {
+  await store.ready();
+  return store;
+}
+
 /** A name no other test run uses: for databases and collection prefixes. */
 export function uniqueName(stem: string): string {
   return `${stem}_${process.pid}_${Date.now().toString(36)}_${(contexts++).toString(36)}`;
@@ -90,19 +96,20 @@ export function mongoAdapter(server: MongoTestServer, dialect: MongoDialectOptio
         ...(shared ? { client: shared } : { url: server.url, ...(variant && { clientOptions: variant.clientOptions }) }),
       };
       return {
-        kv: after(() => new MongoKeyValueStore({ ...base, collection: names.kv }).connect()),
+        kv: after(() => whenReady(new MongoKeyValueStore({ ...base, collection: names.kv }))),
         snapshots: after(({ lock, prefix }) =>
-          (lock
-            ? mongo<JsonObject>({ ...base, prefix, collection: names.snapshots, lock: { collection: names.workflowLocks } })
-            : mongo<JsonObject>({ ...base, prefix, collection: names.snapshots })
-          ).connect(),
+          whenReady(
+            lock
+              ? mongo<JsonObject>({ ...base, prefix, collection: names.snapshots, lock: { collection: names.workflowLocks } })
+              : mongo<JsonObject>({ ...base, prefix, collection: names.snapshots }),
+          ),
         ),
-        locks: after(() => new MongoLockProvider({ ...base, collection: names.locks }).connect()),
-        cache: after((options) => new MongoCacheProvider({ ...base, ...options, collection: names.cache }).connect()),
-        circuitBreaker: after(() => new MongoCircuitBreakerStore({ ...base, collection: names.circuit }).connect()),
-        checkpoints: after((options) => new MongoCheckpointStore({ ...base, ...options, collection: names.checkpoints }).connect()),
-        idempotency: after(() => new MongoIdempotencyStore({ ...base, collection: names.idempotency }).connect()),
-        process: after(() => new MongoProcessBackend({ ...base, collection: names.process }).connect()),
+        locks: after(() => whenReady(new MongoLockProvider({ ...base, collection: names.locks }))),
+        cache: after((options) => whenReady(new MongoCacheProvider({ ...base, ...options, collection: names.cache }))),
+        circuitBreaker: after(() => whenReady(new MongoCircuitBreakerStore({ ...base, collection: names.circuit }))),
+        checkpoints: after((options) => whenReady(new MongoCheckpointStore({ ...base, ...options, collection: names.checkpoints }))),
+        idempotency: after(() => whenReady(new MongoIdempotencyStore({ ...base, collection: names.idempotency }))),
+        process: after(() => whenReady(new MongoProcessBackend({ ...base, collection: names.process }))),
         ...(shared && { beginTransaction: () => connected.then(() => beginTransaction(shared)) }),
         cleanup: async () => {
           const db = server.admin.db(server.database);

@@ -13,7 +13,7 @@ import {
   MongoProcessBackend,
   mongo,
 } from '../src/index.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { essentials } from './pipeline-commands.support.js';
 import { describeEachServer, openTestServers } from './server.js';
 
@@ -59,13 +59,13 @@ describeEachServer(servers, 'commands of the pipeline dialect', (s) => {
   }
 
   it('every operation sends exactly this one command', async () => {
-    const kv = await new MongoKeyValueStore(options('pc_kv')).connect();
-    const snapshots = await mongo<JsonObject>({ ...options('pc_snapshots'), prefix: 'p', lock: { collection: uniqueName('pc_wflocks') } }).connect();
-    const locks = await new MongoLockProvider(options('pc_locks')).connect();
-    const cache = await new MongoCacheProvider({ ...options('pc_cache'), prefix: 'c' }).connect();
-    const breaker = await new MongoCircuitBreakerStore(options('pc_circuit')).connect();
-    const idempotency = await new MongoIdempotencyStore(options('pc_idempotency')).connect();
-    const backend = await new MongoProcessBackend(options('pc_process')).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options('pc_kv')));
+    const snapshots = await whenReady(mongo<JsonObject>({ ...options('pc_snapshots'), prefix: 'p', lock: { collection: uniqueName('pc_wflocks') } }));
+    const locks = await whenReady(new MongoLockProvider(options('pc_locks')));
+    const cache = await whenReady(new MongoCacheProvider({ ...options('pc_cache'), prefix: 'c' }));
+    const breaker = await whenReady(new MongoCircuitBreakerStore(options('pc_circuit')));
+    const idempotency = await whenReady(new MongoIdempotencyStore(options('pc_idempotency')));
+    const backend = await whenReady(new MongoProcessBackend(options('pc_process')));
 
     const expected: [string, () => Promise<unknown>, Document][] = [
       // Key-value store
@@ -403,13 +403,13 @@ describeEachServer(servers, 'commands of the pipeline dialect', (s) => {
   });
 
   it('never put $expr in an upsert filter, and wrap every caller string inside a pipeline in $literal', async () => {
-    const kv = await new MongoKeyValueStore(options('pc_kv')).connect();
-    const locks = await new MongoLockProvider(options('pc_locks')).connect();
-    const cache = await new MongoCacheProvider(options('pc_cache')).connect();
-    const breaker = await new MongoCircuitBreakerStore(options('pc_circuit')).connect();
-    const idempotency = await new MongoIdempotencyStore(options('pc_idempotency')).connect();
-    const snapshots = await mongo<JsonObject>({ ...options('pc_snapshots'), prefix: HOSTILE.prefix }).connect();
-    const backend = await new MongoProcessBackend(options('pc_process')).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options('pc_kv')));
+    const locks = await whenReady(new MongoLockProvider(options('pc_locks')));
+    const cache = await whenReady(new MongoCacheProvider(options('pc_cache')));
+    const breaker = await whenReady(new MongoCircuitBreakerStore(options('pc_circuit')));
+    const idempotency = await whenReady(new MongoIdempotencyStore(options('pc_idempotency')));
+    const snapshots = await whenReady(mongo<JsonObject>({ ...options('pc_snapshots'), prefix: HOSTILE.prefix }));
+    const backend = await whenReady(new MongoProcessBackend(options('pc_process')));
     commands.splice(0);
     const attempts: (() => Promise<unknown>)[] = [
       () => kv.set(HOSTILE.key, HOSTILE.value, { ttl: 60_000 }),

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
 import { MongoKeyValueStore } from '../src/index.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers, type OpenedTestServer } from './server.js';
 
 /**
@@ -30,7 +30,7 @@ async function runChildren<T>(s: OpenedTestServer, mode: string, collection: str
 
 describeEachServer(servers, `${PROCESSES} OS processes at once`, (s) => {
   it('circuit breaker: no recordFailure increment is lost and exactly one caller sees the count that opens the circuit', async (context) => {
-    const probe = await new MongoKeyValueStore({ url: s.url, database: s.database, collection: uniqueName('probe') }).connect();
+    const probe = await whenReady(new MongoKeyValueStore({ url: s.url, database: s.database, collection: uniqueName('probe') }));
     const atomic = probe.capabilities.atomicUpdates !== false;
     await probe.close();
     if (!atomic) return context.skip('needs atomicUpdates: this server runs updates as a read and a separate write (FerretDB 1.x)');
@@ -52,7 +52,7 @@ describeEachServer(servers, `${PROCESSES} OS processes at once`, (s) => {
   });
 
   it('locks: processes taking turns on one lock (waiting, woken or polling) all get distinct fences', async (context) => {
-    const probe = await new MongoKeyValueStore({ url: s.url, database: s.database, collection: uniqueName('probe') }).connect();
+    const probe = await whenReady(new MongoKeyValueStore({ url: s.url, database: s.database, collection: uniqueName('probe') }));
     const atomic = probe.capabilities.atomicUpdates !== false;
     await probe.close();
     if (!atomic) return context.skip('needs atomicUpdates: a free lease can be taken twice where updates are not atomic (FerretDB 1.x)');

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
-import { MongoProcessBackend, MongoSnapshotStore } from '../src/index.js';
-import { storeOptions } from './helpers.js';
+import { MongoKeyValueStore, MongoProcessBackend, MongoSnapshotStore } from '../src/index.js';
+import { eventually, storeOptions } from './helpers.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -112,6 +112,32 @@ describeEachServer(servers, 'retention', (s) => {
       await expect(backend.clearHistory()).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
     } finally {
       await Promise.all([store.close(), backend.close()]);
+    }
+  });
+
+  it('the background sweeper runs every cleanupInterval ms: a finished snapshot past its retention goes without clearFinished(), a running one stays', async () => {
+    const options = { ...storeOptions(s, 'swept'), snapshotRetention: { finishedAfter: DAY }, cleanupInterval: 20 };
+    const store = new MongoSnapshotStore<object>(options);
+    try {
+      await store.save('old-completed', snapshot('completed'));
+      await store.save('old-running', snapshot('running'));
+      await s.admin.db(s.database).collection(options.collection).updateMany({}, { $set: { updatedAt: longAgo() } });
+      expect(await eventually(async () => (await store.load('old-completed')) === null)).toBe(true);
+      expect(await store.load('old-running')).toEqual(snapshot('running'));
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('cleanupInterval takes false, 0 (off) or a positive integer of ms a timer can wait, on every store, as on Postgres (E_INVALID_OPTION otherwise)', async () => {
+    const options = storeOptions(s, 'interval');
+    for (const cleanupInterval of [-1, 1.5, '1000', null, true, Number.NaN, 2_147_483_648]) {
+      const refused = expect.objectContaining({ code: 'E_INVALID_OPTION', message: expect.stringMatching(/^cleanupInterval must be false, 0 \(off\) or a positive integer number of ms up to 2147483647, got /) });
+      expect(() => new MongoKeyValueStore({ ...options, cleanupInterval: cleanupInterval as never })).toThrow(refused);
+      expect(() => new MongoProcessBackend({ ...options, historyRetention: DAY, cleanupInterval: cleanupInterval as never })).toThrow(refused);
+    }
+    for (const cleanupInterval of [false, 0, 1, 60_000, 2_147_483_647] as const) {
+      await new MongoSnapshotStore<object>({ ...options, snapshotRetention: { finishedAfter: DAY }, cleanupInterval }).close();
     }
   });
 });

@@ -11,7 +11,7 @@ import {
   type MongoDialectName,
 } from '../src/index.js';
 import { recordCommands } from './helpers.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -45,7 +45,7 @@ describeEachServer(servers, 'one command per operation', (s) => {
   const deleteCommand = (dialect: MongoDialectName | undefined) => (dialect === 'pipeline' ? 'update' : 'findAndModify');
 
   it('KeyValueStore', async () => {
-    const kv = await new MongoKeyValueStore(options('rt_kv')).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options('rt_kv')));
     expect(await sent(() => kv.set('a', '1'))).toEqual(['update']);
     expect(await sent(() => kv.set('a', '2', { ttl: 60_000 }))).toEqual(['update']);
     expect(await sent(() => kv.get('a'))).toEqual(['find']);
@@ -74,7 +74,7 @@ describeEachServer(servers, 'one command per operation', (s) => {
   });
 
   it('LockProvider', async () => {
-    const locks = await new MongoLockProvider(options('rt_locks')).connect();
+    const locks = await whenReady(new MongoLockProvider(options('rt_locks')));
     // The classic dialect never lets a findAndModify decide between writers (not atomic on every
     // server of that dialect): a conditional update, then a read of the grant.
     const classic = locks.dialect === 'classic';
@@ -95,7 +95,7 @@ describeEachServer(servers, 'one command per operation', (s) => {
   });
 
   it('SnapshotStore and WorkflowLock', async () => {
-    const store = await mongo({ ...options('rt_snapshots'), lock: { collection: uniqueName('rt_wflocks') } }).connect();
+    const store = await whenReady(mongo({ ...options('rt_snapshots'), lock: { collection: uniqueName('rt_wflocks') } }));
     const snapshot = { formatVersion: 1 as const, steps: {}, execution: { status: 'running' as const, lastUpdated: 'now' } };
     expect(await sent(() => store.save('wf', snapshot))).toEqual(['update']);
     const { version } = (await store.loadVersioned('wf'))!;
@@ -115,7 +115,7 @@ describeEachServer(servers, 'one command per operation', (s) => {
   });
 
   it('CacheProvider', async () => {
-    const cache = await new MongoCacheProvider({ ...options('rt_cache'), prefix: 'p:' }).connect();
+    const cache = await whenReady(new MongoCacheProvider({ ...options('rt_cache'), prefix: 'p:' }));
     expect(await sent(() => cache.set('a', { any: ['json'] }))).toEqual(['update']);
     expect(await sent(() => cache.get('a'))).toEqual(['find']);
     expect(await sent(() => cache.has('a'))).toEqual(['find']);
@@ -129,7 +129,7 @@ describeEachServer(servers, 'one command per operation', (s) => {
   });
 
   it('CircuitBreakerStore', async () => {
-    const breaker = await new MongoCircuitBreakerStore(options('rt_circuit')).connect();
+    const breaker = await whenReady(new MongoCircuitBreakerStore(options('rt_circuit')));
     // Pipeline: one findAndModify. Classic: read the count, then create it or compare-and-set it
     // (uncontended: once).
     expect(await sent(() => breaker.recordFailure('svc', 3))).toEqual(byDialect(breaker.dialect, ['findAndModify'], ['find', 'insert']));
@@ -144,7 +144,7 @@ describeEachServer(servers, 'one command per operation', (s) => {
   });
 
   it('CheckpointStore', async () => {
-    const checkpoints = await new MongoCheckpointStore(options('rt_checkpoints')).connect();
+    const checkpoints = await whenReady(new MongoCheckpointStore(options('rt_checkpoints')));
     const checkpoint = (sequence: number) => ({ id: `cp${sequence}`, taskId: 't', sequence, timestamp: 0, progress: 0, data: { sequence } });
     // An upsert on (taskId, sequence): the command itself refuses a duplicate (see _save).
     expect(await sent(() => checkpoints.save(checkpoint(1)))).toEqual(['update']);
@@ -158,7 +158,7 @@ describeEachServer(servers, 'one command per operation', (s) => {
   });
 
   it('IdempotencyStore', async () => {
-    const store = await new MongoIdempotencyStore(options('rt_idempotency')).connect();
+    const store = await whenReady(new MongoIdempotencyStore(options('rt_idempotency')));
     let token = '';
     expect(await sent(async () => (token = ((await store.reserve('op', 60_000)) as { token: string }).token))).toEqual(['findAndModify']);
     expect(await sent(() => store.reserve('op', 60_000))).toEqual(['findAndModify']); // in flight

@@ -11,7 +11,7 @@ import {
   mongo,
 } from '../src/index.js';
 import { recordCommands, storeOptions } from './helpers.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 const servers = await openTestServers('stowage_schema');
@@ -78,7 +78,7 @@ describeEachServer(servers, 'schema and persistence on the server', (s) => {
 
   it('autoCreate creates the collection and the indexes of indexSpecs (a plain expiresAt index where TTL is refused)', async () => {
     const options = storeOptions(s, 'schema_kv');
-    const kv = await new MongoKeyValueStore(options).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options));
     const indexes = await db().collection(options.collection).listIndexes().toArray();
     const onExpiresAt = indexes.filter((index) => JSON.stringify(index.key) === '{"expiresAt":1}');
     expect(onExpiresAt).toHaveLength(1);
@@ -88,18 +88,18 @@ describeEachServer(servers, 'schema and persistence on the server', (s) => {
     expect(kv.capabilities.ttlIndex).toBe(s.product === 'mongodb');
     await kv.close();
 
-    const checkpoints = await new MongoCheckpointStore(storeOptions(s, 'schema_cp')).connect();
+    const checkpoints = await whenReady(new MongoCheckpointStore(storeOptions(s, 'schema_cp')));
     const names = (await db().collection(checkpoints.collectionName).listIndexes().toArray()).map((index) => index.name).sort();
     expect(names).toEqual(['_id_', 'taskId_1', 'taskId_1_sequence_1']);
     await checkpoints.close();
     // A second process start (a new store on the existing collection) is a no-op, not an error.
-    const again = await new MongoCheckpointStore({ ...storeOptions(s), collection: checkpoints.collectionName }).connect();
+    const again = await whenReady(new MongoCheckpointStore({ ...storeOptions(s), collection: checkpoints.collectionName }));
     await again.close();
   });
 
   it('autoCreate: false creates nothing at start-up and reports the TTL index it finds', async () => {
     const options = storeOptions(s, 'manual_kv');
-    const kv = await new MongoKeyValueStore({ ...options, autoCreate: false }).connect();
+    const kv = await whenReady(new MongoKeyValueStore({ ...options, autoCreate: false }));
     // jongodb has no listCollections (and lists an `_id` index for any name): the index list below says it there.
     if (s.product !== 'jongodb') expect(await collectionExists(options.collection)).toBe(false);
     expect(kv.capabilities.ttlIndex).toBe(false);
@@ -112,7 +112,7 @@ describeEachServer(servers, 'schema and persistence on the server', (s) => {
   it('an index of stowage\'s name with other keys or options, or a missing unique index, is refused at start-up, naming it', async () => {
     const refused = async (collection: string, autoCreate: boolean, index: string) => {
       const store = new MongoCheckpointStore({ ...storeOptions(s), collection, autoCreate });
-      await expect(store.connect(), `${index}, autoCreate: ${autoCreate}`).rejects.toMatchObject({ name: 'StowageError', code: 'E_INVALID_OPTION', message: expect.stringContaining(`"${index}"`) });
+      await expect(store.ready(), `${index}, autoCreate: ${autoCreate}`).rejects.toMatchObject({ name: 'StowageError', code: 'E_INVALID_OPTION', message: expect.stringContaining(`"${index}"`) });
       await store.close();
     };
     // Not unique: a duplicate (taskId, sequence) would be stored. Other keys: not what the name says.
@@ -127,14 +127,14 @@ describeEachServer(servers, 'schema and persistence on the server', (s) => {
     // The same unique index under another name does the job.
     const collection = uniqueName('cp_named');
     await db().collection(collection).createIndex({ taskId: 1, sequence: 1 }, { name: 'my_unique', unique: true });
-    const store = await new MongoCheckpointStore({ ...storeOptions(s), collection }).connect();
+    const store = await whenReady(new MongoCheckpointStore({ ...storeOptions(s), collection }));
     await store.close();
   });
 
   it('a duplicate (taskId, sequence) stays refused after its unique index, or the whole collection, was dropped under a live store', async (context) => {
     if (s.product === 'jongodb') return context.skip('jongodb has no drop or dropIndexes');
     const checkpoint = (id: string, sequence: number) => ({ id, taskId: 't', sequence, timestamp: 0, progress: 0, data: { id } });
-    const store = await new MongoCheckpointStore(storeOptions(s, 'cp_drop')).connect();
+    const store = await whenReady(new MongoCheckpointStore(storeOptions(s, 'cp_drop')));
     const collection = db().collection(store.collectionName);
     await store.save(checkpoint('a', 1));
     await collection.dropIndexes();
@@ -239,7 +239,7 @@ describeEachServer(servers, 'schema and persistence on the server', (s) => {
 
   it('a client passed to mongo() works with multiple stores and is left open', async () => {
     const client = await new MongoClient(s.url).connect();
-    const store = await mongo({ client, database: s.database, collection: uniqueName('snap') }).connect();
+    const store = await whenReady(mongo({ client, database: s.database, collection: uniqueName('snap') }));
     await store.close();
     expect(await client.db(s.database).command({ ping: 1 })).toMatchObject({ ok: 1 });
     await client.close();

@@ -12,7 +12,7 @@ import {
   mongo,
   type MongoDialectOption,
 } from '../src/index.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -46,14 +46,14 @@ describeEachServer(servers, 'a store on a strict Stable API client', (s) => {
         // A database of its own: detection runs once per client and database, and must be seen.
         const database = uniqueName('api');
         const options = (stem: string) => ({ client, database, collection: uniqueName(stem), dialect });
-        const kv = await new MongoKeyValueStore(options('kv')).connect();
-        const snapshots = await mongo<JsonObject>({ ...options('snap'), prefix: 'p', lock: { collection: uniqueName('wf') } }).connect();
-        const locks = await new MongoLockProvider(options('locks')).connect();
-        const cache = await new MongoCacheProvider({ ...options('cache'), prefix: 'c' }).connect();
-        const breaker = await new MongoCircuitBreakerStore(options('circuit')).connect();
-        const checkpoints = await new MongoCheckpointStore(options('cp')).connect();
-        const idempotency = await new MongoIdempotencyStore(options('idem')).connect();
-        const backend = await new MongoProcessBackend(options('process')).connect();
+        const kv = await whenReady(new MongoKeyValueStore(options('kv')));
+        const snapshots = await whenReady(mongo<JsonObject>({ ...options('snap'), prefix: 'p', lock: { collection: uniqueName('wf') } }));
+        const locks = await whenReady(new MongoLockProvider(options('locks')));
+        const cache = await whenReady(new MongoCacheProvider({ ...options('cache'), prefix: 'c' }));
+        const breaker = await whenReady(new MongoCircuitBreakerStore(options('circuit')));
+        const checkpoints = await whenReady(new MongoCheckpointStore(options('cp')));
+        const idempotency = await whenReady(new MongoIdempotencyStore(options('idem')));
+        const backend = await whenReady(new MongoProcessBackend(options('process')));
         const operations: (() => Promise<unknown>)[] = [
           () => kv.set('k', 'v', { ttl: 60_000 }),
           () => kv.get('k'),

@@ -3,6 +3,7 @@ import { it } from 'vitest';
 import { MongoProcessBackend } from '../src/index.js';
 import { describeEachServer, openTestServers } from './server.js';
 import { dropProcessCollections, processCollections, spawnProcessWorker } from './state-machine-support.js';
+import { whenReady } from './mongo-adapter.js';
 
 /**
  * The multi-process crash test of the state machine on the Mongo server found (the process
@@ -15,7 +16,7 @@ describeEachServer(servers, 'mongo state machine', (s) => {
 
   it(`a worker process SIGKILLed mid-item loses nothing (multi-process crash test)`, { timeout: 240_000 }, async () => {
     const collections = processCollections();
-    const backend = await new MongoProcessBackend({ url: s.url, database: s.database, collection: collections.process }).connect();
+    const backend = await whenReady(new MongoProcessBackend({ url: s.url, database: s.database, collection: collections.process }));
     try {
       const result = await runProcessCrashScenario({
         backend,

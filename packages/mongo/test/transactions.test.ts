@@ -4,12 +4,12 @@ import { MongoClient, MongoServerError } from 'mongodb';
 import { MongoClient as MongoClientV6 } from 'mongodb6';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { MongoCheckpointStore, MongoIdempotencyStore, MongoKeyValueStore, MongoLockProvider, MongoProcessBackend, mongo } from '../src/index.js';
-import { StoreConnection } from '../src/connection.js';
+import { StoreConnection } from '../src/database.js';
 import { toStowageError } from '../src/errors.js';
 import { parseStoreOptions } from '../src/options.js';
 import { unwrapTransient } from '../src/transactions.js';
 import { recordCommands } from './helpers.js';
-import { uniqueName } from './mongo-adapter.js';
+import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -64,9 +64,9 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
 
   if (s.product === 'ferretdb') {
     it('FerretDB 1.x has no transactions: a view refuses every call with E_INVALID_OPTION, runOnce and transactional states too', async () => {
-      const kv = await new MongoKeyValueStore(options('kv')).connect();
-      const idempotency = await new MongoIdempotencyStore(options('idem')).connect();
-      const backend = await new MongoProcessBackend(options('process')).connect();
+      const kv = await whenReady(new MongoKeyValueStore(options('kv')));
+      const idempotency = await whenReady(new MongoIdempotencyStore(options('idem')));
+      const backend = await whenReady(new MongoProcessBackend(options('process')));
       expect(kv.capabilities.transactions).toBe(false);
       const session = client.startSession();
       try {
@@ -104,10 +104,10 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
   });
 
   it('kv, snapshots, checkpoints and idempotency records commit with the caller’s transaction, and a rollback leaves nothing', async () => {
-    const kv = await new MongoKeyValueStore(options('kv')).connect();
-    const snapshots = await mongo<JsonObject>(options('snapshots')).connect();
-    const checkpoints = await new MongoCheckpointStore(options('checkpoints')).connect();
-    const idempotency = await new MongoIdempotencyStore(options('idem')).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options('kv')));
+    const snapshots = await whenReady(mongo<JsonObject>(options('snapshots')));
+    const checkpoints = await whenReady(new MongoCheckpointStore(options('checkpoints')));
+    const idempotency = await whenReady(new MongoIdempotencyStore(options('idem')));
     await kv.set('kept', 'before');
     const read = (await kv.getEntry('kept'))!;
     const checkpoint = (sequence: number) => ({ id: `cp-${sequence}`, taskId: 't', sequence, timestamp: sequence, progress: sequence, data: { sequence } });
@@ -137,7 +137,7 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
   });
 
   it('a view sends each call on its own: concurrent gets are not coalesced into one command', async () => {
-    const kv = await new MongoKeyValueStore(options('kv')).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options('kv')));
     await inTransaction(async (session) => {
       const view = kv.withTransaction(session);
       await view.set('a', '1'); // the transaction's first command, before any concurrency
@@ -154,7 +154,7 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
     const v6 = await new MongoClientV6(s.url).connect();
     try {
       // The stores are typed against the v7 driver; v6's client and session are structurally compatible at run time.
-      const kv = await new MongoKeyValueStore({ client: v6 as never, database: s.database, collection: uniqueName('v6_kv') }).connect();
+      const kv = await whenReady(new MongoKeyValueStore({ client: v6 as never, database: s.database, collection: uniqueName('v6_kv') }));
       for (const outcome of ['abort', 'commit'] as const) {
         const session = v6.startSession();
         try {
@@ -174,8 +174,8 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
   });
 
   it('a conflict inside the transaction (compare-and-set of a live key, creating an existing item) answers as outside it and leaves the transaction usable', async () => {
-    const kv = await new MongoKeyValueStore(options('kv')).connect();
-    const backend = await new MongoProcessBackend(options('process')).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options('kv')));
+    const backend = await whenReady(new MongoProcessBackend(options('process')));
     await kv.set('taken', 'first');
     await backend.createItem({ process: P, id: 'exists', state: 'a', data: { n: 1 } });
     await inTransaction(async (session) => {
@@ -191,7 +191,7 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
   });
 
   it('the process backend’s view: a created item and a transition roll back with the transaction; a feed is refused there', async () => {
-    const backend = await new MongoProcessBackend(options('process')).connect();
+    const backend = await whenReady(new MongoProcessBackend(options('process')));
     await backend.createItem({ process: P, id: 'item', state: 'a', data: {} });
     await inTransaction(async (session) => {
       const view = backend.withTransaction(session);
@@ -208,8 +208,8 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
   });
 
   it('what is not this client’s session with a transaction in progress is refused with E_INVALID_OPTION; locks do not join transactions', async () => {
-    const kv = await new MongoKeyValueStore(options('kv')).connect();
-    const locks = await new MongoLockProvider(options('locks')).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options('kv')));
+    const locks = await whenReady(new MongoLockProvider(options('locks')));
     const other = await new MongoClient(s.url).connect();
     const foreign = other.startSession();
     const idle = client.startSession();
@@ -232,8 +232,8 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
 
   if (s.product === 'jongodb') {
     it('jongodb isolates no transactions: runOnce and transactional states refuse with E_INVALID_OPTION, and capabilities say so', async () => {
-      const idempotency = await new MongoIdempotencyStore(options('idem')).connect();
-      const backend = await new MongoProcessBackend(options('process')).connect();
+      const idempotency = await whenReady(new MongoIdempotencyStore(options('idem')));
+      const backend = await whenReady(new MongoProcessBackend(options('process')));
       expect(idempotency.capabilities.transactions).toBe(false);
       await expect(idempotency.runOnce('op', async () => 1)).rejects.toMatchObject({ code: 'E_INVALID_OPTION', message: expect.stringContaining('without isolating them') });
       await expect(backend.transaction(async () => 1)).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
@@ -242,15 +242,15 @@ describeEachServer(servers, 'stores inside the caller’s transaction', (s) => {
 
     it('behind a strict Stable API client (no buildInfo) jongodb is still recognised, by its hello without localTime', async () => {
       const strict = { serverApi: { version: '1' as const, strict: true } };
-      const idempotency = await new MongoIdempotencyStore({ url: s.url, database: s.database, collection: uniqueName('idem'), clientOptions: strict }).connect();
+      const idempotency = await whenReady(new MongoIdempotencyStore({ url: s.url, database: s.database, collection: uniqueName('idem'), clientOptions: strict }));
       expect(idempotency.capabilities).toMatchObject({ transactions: false, ttlIndex: false });
       await expect(idempotency.runOnce('op', async () => 1)).rejects.toMatchObject({ code: 'E_INVALID_OPTION' });
       await idempotency.close();
     });
   } else {
     it('runOnce: the function’s writes through the session and the result commit together', async () => {
-      const kv = await new MongoKeyValueStore(options('kv')).connect();
-      const idempotency = await new MongoIdempotencyStore(options('idem')).connect();
+      const kv = await whenReady(new MongoKeyValueStore(options('kv')));
+      const idempotency = await whenReady(new MongoIdempotencyStore(options('idem')));
       let runs = 0;
       const charge = async (session: object) => {
         runs++;

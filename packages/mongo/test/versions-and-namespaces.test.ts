@@ -3,6 +3,7 @@ import { expect, it } from 'vitest';
 import { MongoCacheProvider, MongoKeyValueStore, MongoLockProvider, createMongoPersistence, mongo, type MongoDialectName } from '../src/index.js';
 import { serverTime, storeOptions } from './helpers.js';
 import { describeEachServer, openTestServers } from './server.js';
+import { whenReady } from './mongo-adapter.js';
 
 /**
  * What the Mongo documents do for the versions, namespaces and fences of the conformance
@@ -19,7 +20,7 @@ describeEachServer(servers, 'versions, tombstones, namespaces and fences in the 
   for (const dialect of dialects) {
     it(`${dialect}: a delete leaves a tombstone that keeps the version; clearExpired removes it only after the grace`, async () => {
       const options = { ...storeOptions(s, 'tomb'), dialect };
-      const kv = await new MongoKeyValueStore(options).connect();
+      const kv = await whenReady(new MongoKeyValueStore(options));
       await kv.set('a', '1');
       const before = (await kv.getEntry('a'))!.version;
       expect(await kv.delete('a')).toBe(true);
@@ -42,7 +43,7 @@ describeEachServer(servers, 'versions, tombstones, namespaces and fences in the 
 
     it(`${dialect}: a stored version ahead of this process's clock (another process, a clock step back) is still exceeded`, async () => {
       const options = { ...storeOptions(s, 'ahead'), dialect };
-      const kv = await new MongoKeyValueStore(options).connect();
+      const kv = await whenReady(new MongoKeyValueStore(options));
       const ahead = (await serverNow()) * 1000 + 1e9; // 1000 s ahead
       const collection = db().collection(options.collection);
       await collection.insertOne({ _id: 'k' as never, value: 'v', version: ahead, updatedAt: new Date() });
@@ -68,7 +69,7 @@ describeEachServer(servers, 'versions, tombstones, namespaces and fences in the 
       expect(await kv.getEntry('k')).toMatchObject({ value: 'created', version: recreated });
 
       const snapshotOptions = { ...storeOptions(s, 'ahead_snap'), dialect, prefix: 'p' };
-      const snapshots = await mongo<JsonObject>(snapshotOptions).connect();
+      const snapshots = await whenReady(mongo<JsonObject>(snapshotOptions));
       await db().collection(snapshotOptions.collection).insertOne({ _id: 'p\u0000wf' as never, ns: 'p', value: '{}', version: ahead, updatedAt: new Date() });
       await snapshots.save('wf', { n: 1 });
       const saved = (await snapshots.loadVersioned('wf'))!.version;
@@ -88,7 +89,7 @@ describeEachServer(servers, 'versions, tombstones, namespaces and fences in the 
       { _id: 'workflow:state:wf' as never, value: JSON.stringify(snapshot) },
       { _id: 'plain' as never, value: 'v', expiresAt: new Date((await serverNow()) + 600_000) },
     ]);
-    const kv = await new MongoKeyValueStore(options).connect();
+    const kv = await whenReady(new MongoKeyValueStore(options));
     expect(await kv.get('plain')).toBe('v');
     expect(await kv.getEntry('plain')).toMatchObject({ value: 'v', version: 1, updatedAt: new Date(0), expiresAt: expect.any(Date) });
     expect(await kv.keys()).toEqual(['plain', 'workflow:state:wf']);
@@ -102,8 +103,8 @@ describeEachServer(servers, 'versions, tombstones, namespaces and fences in the 
 
   it('each prefix is a namespace: _id = prefix + U+0000 + key, and a prefix that extends another shares nothing with it', async () => {
     const options = storeOptions(s, 'ns_cache');
-    const outer = await new MongoCacheProvider({ ...options, prefix: 'users:' }).connect();
-    const inner = await new MongoCacheProvider({ ...options, prefix: 'users:admin:' }).connect();
+    const outer = await whenReady(new MongoCacheProvider({ ...options, prefix: 'users:' }));
+    const inner = await whenReady(new MongoCacheProvider({ ...options, prefix: 'users:admin:' }));
     await outer.set('admin:1', 'outer');
     await inner.set('1', 'inner');
     const ids = (await db().collection(options.collection).find().toArray()).map((document) => document._id).sort();
@@ -113,7 +114,7 @@ describeEachServer(servers, 'versions, tombstones, namespaces and fences in the 
     await Promise.all([outer.close(), inner.close()]);
 
     const snapshotOptions = storeOptions(s, 'ns_snap');
-    const store = await mongo<JsonObject>({ ...snapshotOptions, prefix: 'orders:' }).connect();
+    const store = await whenReady(mongo<JsonObject>({ ...snapshotOptions, prefix: 'orders:' }));
     await store.save('1', { n: 1 });
     expect(await db().collection(snapshotOptions.collection).findOne({})).toMatchObject({ _id: 'orders:\u00001', ns: 'orders:', value: '{"n":1}' });
     await store.delete('1');
@@ -128,7 +129,7 @@ describeEachServer(servers, 'versions, tombstones, namespaces and fences in the 
 
   it('fences count grants: an acquisition that is refused consumes none', async () => {
     const options = storeOptions(s, 'fences');
-    const [a, b] = await Promise.all([new MongoLockProvider(options).connect(), new MongoLockProvider(options).connect()]);
+    const [a, b] = await Promise.all([whenReady(new MongoLockProvider(options)), whenReady(new MongoLockProvider(options))]);
     const first = await a.acquire('k', 60_000, 'owner-a');
     for (let i = 0; i < 5; i++) expect(await b.acquire('k', 60_000, 'owner-b')).toBeNull();
     expect((await a.acquire('k', 60_000, 'owner-a'))!.fence).toBe(first!.fence); // the holder renewing keeps it

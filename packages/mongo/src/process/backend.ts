@@ -1,6 +1,5 @@
 import {
   StowageError,
-  type Capabilities,
   type ClaimRequest,
   type CreateItemRequest,
   type ExtendLeaseRequest,
@@ -14,12 +13,12 @@ import {
   type TransitionRequest,
 } from '@stowage/core';
 import { ProcessBackendBase } from '@stowage/core/adapter';
-import type { ClientSession, Collection, Document, Filter } from 'mongodb';
-import { storeDatabase, viewOptions, type Ready, type StoreDatabase } from '../connection.js';
-import { later, type MongoDialect, type MongoDialectName, type NewProcessVersion } from '../dialects/dialect.js';
+import type { Collection, Document, Filter } from 'mongodb';
+import { mongoStore, storeDatabase, type Ready, type StoreCollection, type StoreDatabase } from '../database.js';
+import { later, type NewProcessVersion } from '../dialects/dialect.js';
 import { assertDocumentSize } from '../errors.js';
-import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
-import { deleteInBatches, retentionOf, sweepEvery } from '../retention.js';
+import type { MongoSettings, MongoStoreOptions } from '../options.js';
+import { deleteInBatches, retentionOf } from '../sweeper.js';
 import { DEFAULT_COLLECTIONS, collectionSpec, processClaimsCollection, type MongoIndexSpec, type MongoShardKey } from '../schema.js';
 import { claimWithTicket } from './claim-tickets.js';
 import { byVersion, toItem, toTransition, versionId, type ClaimTicketDocument, type ProcessVersionDocument, type VersionKey } from './documents.js';
@@ -50,8 +49,8 @@ export const DEFAULT_PROCESS_COLLECTION = DEFAULT_COLLECTIONS.process;
 
 export interface MongoProcessBackendOptions extends MongoStoreOptions {
   /**
-   * How long the transition history is kept, in ms (default: for ever). With it, a background
-   * timer (and {@link MongoProcessBackend.clearHistory}) deletes the retired versions of items
+   * How long the transition history is kept, in ms (default: for ever). With it, the background
+   * sweeper (every `cleanupInterval` ms) and {@link MongoProcessBackend.clearHistory} delete the retired versions of items
    * (their transition records) recorded longer ago (server clock). An item's current version and
    * its first one (the creation, whose `_id` makes `createItem` idempotent) are kept.
    */
@@ -93,34 +92,24 @@ const CARRIED_CACHE_SIZE = 10_000;
  * {@link ProcessBackend} on MongoDB (collection `stowage_process`). Claims, lease updates and
  * reads are one command each; a transition is two (insert the next version, retire the old one).
  */
-export class MongoProcessBackend extends ProcessBackendBase {
-  readonly #connection: StoreDatabase;
-  readonly #collectionName: string;
-  readonly #options: MongoProcessBackendOptions;
+export class MongoProcessBackend extends mongoStore(ProcessBackendBase) {
+  readonly #db: StoreDatabase<ProcessVersionDocument>;
   readonly #feeds = new Set<ProcessFeed>();
   /** What the last claims returned, so a transition does not read the old version again. */
   readonly #carried = new Map<string, Carried>();
   readonly #historyRetention: number | undefined;
-  /** Stops the retention timer (none without `historyRetention`, or in a transaction's view). */
-  readonly #stopSweep: (() => void) | undefined;
 
   constructor(options: MongoProcessBackendOptions) {
-    const settings = parseStoreOptions(options, 'process', 'MongoProcessBackend');
-    const historyRetention = retentionOf(options.historyRetention, 'historyRetention');
-    super(settings.identity);
+    const historyRetention = retentionOf(options?.historyRetention, 'historyRetention');
+    const claims = (settings: MongoSettings): StoreCollection[] => [
+      { kind: 'processClaims', name: processClaimsCollection(settings.collection), writeConcern: settings.writeConcern, neededOn: (features) => !features.atomicUpdates },
+    ];
+    const db = storeDatabase<ProcessVersionDocument>(options, { kind: 'process', name: 'MongoProcessBackend', more: claims, fencing: false, wakeups: true });
+    super(db.identity, db);
+    this.#db = db;
     this.#historyRetention = historyRetention;
-    this.#collectionName = settings.collection;
-    this.#options = options;
-    this.#connection = storeDatabase(options, settings, [
-      { kind: 'process', name: settings.collection, writeConcern: settings.writeConcern },
-      {
-        kind: 'processClaims',
-        name: processClaimsCollection(settings.collection),
-        writeConcern: settings.writeConcern,
-        neededOn: (features) => !features.atomicUpdates,
-      },
-    ]);
-    this.#stopSweep = historyRetention !== undefined && !this.#connection.inTransaction ? sweepEvery(() => this.clearHistory()) : undefined;
+    if (historyRetention !== undefined) db.sweep(() => this.clearHistory());
+    db.onClose(() => Promise.all([...this.#feeds].map((feed) => feed.close())));
   }
 
   /**
@@ -132,55 +121,19 @@ export class MongoProcessBackend extends ProcessBackendBase {
     return this.call('process.clearHistory', async () => {
       const retention = this.#historyRetention;
       if (retention === undefined) throw new StowageError('E_INVALID_OPTION', 'clearHistory needs the historyRetention option');
-      const { collection, dialect } = await this.#use();
+      const { collection, dialect } = await this.#db.use();
       const recordedBefore = new Date(dialect.now().getTime() - retention);
       return deleteInBatches(collection, { current: false, at: { $lt: recordedBefore }, version: { $gt: 1 } });
     });
   }
 
-  /** Conservative until connected; then what the server supports (`changeFeed`: change streams). */
-  get capabilities(): Capabilities {
-    return this.#connection.capabilities({ fencing: false, wakeups: true });
-  }
-
-  /** How this store writes time-dependent documents, once connected. */
-  get dialect(): MongoDialectName | undefined {
-    return this.#connection.dialect;
-  }
-
-  get collectionName(): string {
-    return this.#collectionName;
-  }
-
-  /** Connects, detects the server's features and creates the collections (optional: the first call does it). */
-  async connect(): Promise<this> {
-    await this.call('process.ready', () => this.#connection.ready());
-    return this;
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return this.#connection.toStowageError(error);
-  }
-
-  protected override async _close(): Promise<void> {
-    this.#stopSweep?.();
-    await Promise.all([...this.#feeds].map((feed) => feed.close().catch(() => undefined)));
-    this.#carried.clear();
-    await this.#connection.close();
-  }
-
   /** This backend inside the caller's transaction (see `withTransaction`): same collections, every command with the transaction's session. */
   protected override _bind(session: object): this {
-    return new MongoProcessBackend(viewOptions(this.#options, this.#connection, session)) as this;
-  }
-
-  /** A new transaction on the backend's client (see `StoreConnection.transaction`): what transactional states run in. */
-  protected override _runTransaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T> {
-    return this.#connection.transaction(fn);
+    return new MongoProcessBackend(this.#db.viewOptions(session)) as this;
   }
 
   protected async _createItem(request: CreateItemRequest): Promise<{ item: ProcessItem; created: boolean }> {
-    const ready = await this.#connection.ready();
+    const ready = await this.#db.ready();
     const collection = ready.collection<ProcessVersionDocument>('process');
     const version: NewProcessVersion = {
       _id: versionId(request.process, 1, request.id),
@@ -207,7 +160,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
   }
 
   protected async _getItem(processName: string, id: string): Promise<ProcessItem | null> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     const document = await current(collection, processName, id);
     return document && toItem(document);
   }
@@ -218,7 +171,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
    * it), and the page is topped up.
    */
   protected async _listItems(request: ListItemsRequest): Promise<ProcessItem[]> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     const items: ProcessItem[] = [];
     let after = request.after;
     for (;;) {
@@ -237,13 +190,13 @@ export class MongoProcessBackend extends ProcessBackendBase {
   }
 
   protected async _history(processName: string, id: string): Promise<TransitionRecord[]> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     return (await collection.find({ process: processName, itemId: id }).sort({ version: 1 }).toArray()).map(toTransition);
   }
 
   protected async _openFeed(processName: string, state: string, position: string | null): Promise<ProcessFeed> {
-    if (this.#connection.inTransaction) throw new StowageError('E_INVALID_OPTION', 'a feed reads on a connection of its own: open it on the backend, not on its view inside a transaction');
-    const ready = await this.#connection.ready();
+    if (this.#db.inTransaction) throw new StowageError('E_INVALID_OPTION', 'a feed reads on a connection of its own: open it on the backend, not on its view inside a transaction');
+    const ready = await this.#db.ready();
     const collection = ready.collection<ProcessVersionDocument>('process');
     const call = <T>(operation: () => Promise<T>) => this.call('process.feed.read', operation);
     const feed = ready.features.changeStreams
@@ -254,7 +207,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
   }
 
   protected async _findClaimable(request: FindClaimableRequest): Promise<ProcessChange[]> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const { process: processName, state, includeUnclaimed, unclaimedFor, limit } = request;
     const ranOut = dialect.leaseRanOut();
     const unclaimed: Document | null = includeUnclaimed
@@ -272,7 +225,7 @@ export class MongoProcessBackend extends ProcessBackendBase {
   }
 
   protected async _claim(request: ClaimRequest): Promise<ProcessItem | null> {
-    const ready = await this.#connection.ready();
+    const ready = await this.#db.ready();
     const { dialect } = ready;
     const collection = ready.collection<ProcessVersionDocument>('process');
     const identity = { ...byVersion(request), state: request.state, current: true as const };
@@ -289,20 +242,20 @@ export class MongoProcessBackend extends ProcessBackendBase {
   }
 
   protected async _extendLease(request: ExtendLeaseRequest): Promise<boolean> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const filter = { ...byVersion(request), leaseOwner: request.owner, current: true };
     return (await collection.updateOne(filter, dialect.extendItemLease(request.lease))).matchedCount === 1;
   }
 
   protected async _release(request: ReleaseRequest): Promise<boolean> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const filter = { ...byVersion(request), leaseOwner: request.owner, current: true };
     const update = dialect.releaseItem(request.delay, request.refundAttempt, request.error);
     return (await collection.updateOne(filter, update)).matchedCount === 1;
   }
 
   protected async _transition(request: TransitionRequest): Promise<ProcessItem | null> {
-    const ready = await this.#connection.ready();
+    const ready = await this.#db.ready();
     const collection = ready.collection<ProcessVersionDocument>('process');
     const old = byVersion(request);
     const carried = this.#rememberedFresh(old._id) ?? (await readCarried(collection, old));
@@ -351,11 +304,6 @@ export class MongoProcessBackend extends ProcessBackendBase {
     const retention = this.#historyRetention;
     if (carried && retention !== undefined && performance.now() - carried.rememberedAt >= retention / 2) return undefined;
     return carried;
-  }
-
-  async #use(): Promise<{ collection: Collection<ProcessVersionDocument>; dialect: MongoDialect }> {
-    const ready = await this.#connection.ready();
-    return { collection: ready.collection<ProcessVersionDocument>('process'), dialect: ready.dialect };
   }
 }
 

@@ -1,11 +1,10 @@
-import type { CacheOptions, Capabilities } from '@stowage/core';
+import type { CacheOptions } from '@stowage/core';
 import { CacheProviderBase, compareKeys, type CacheWrite, type Glob } from '@stowage/core/adapter';
-import type { AnyBulkWriteOperation, Collection } from 'mongodb';
-import { StoreConnection } from '../connection.js';
-import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
+import type { AnyBulkWriteOperation } from 'mongodb';
+import { mongoStore, storeDatabase, type StoreDatabase } from '../database.js';
 import type { CacheDocument } from '../documents.js';
 import { upsertById, statementsToRetry } from '../errors.js';
-import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import type { MongoStoreOptions } from '../options.js';
 import { findMatching, idsStartingWith, namespaceStart, readLive } from './values.js';
 
 export interface MongoCacheProviderOptions extends MongoStoreOptions, CacheOptions {
@@ -19,54 +18,25 @@ export interface MongoCacheProviderOptions extends MongoStoreOptions, CacheOptio
  * namespace: caches with different prefixes share a collection without ever seeing, listing,
  * clearing or expiring each other's entries, and a prefix's entries are one `_id` index range.
  */
-export class MongoCacheProvider extends CacheProviderBase {
-  readonly #connection: StoreConnection;
-  readonly #collectionName: string;
+export class MongoCacheProvider extends mongoStore(CacheProviderBase) {
+  readonly #db: StoreDatabase<CacheDocument>;
   /** Where this cache's `_id`s start. */
   readonly #start: string;
 
   constructor(options: MongoCacheProviderOptions) {
-    const settings = parseStoreOptions(options, 'cache', 'MongoCacheProvider');
-    super(settings.identity, options);
+    const db = storeDatabase<CacheDocument>(options, { kind: 'cache', name: 'MongoCacheProvider' });
+    super(db.identity, db, options);
+    this.#db = db;
     this.#start = namespaceStart(this.prefix);
-    this.#collectionName = settings.collection;
-    this.#connection = new StoreConnection(settings, [{ kind: 'cache', name: settings.collection, writeConcern: settings.writeConcern }]);
-  }
-
-  get capabilities(): Capabilities {
-    return this.#connection.capabilities();
-  }
-
-  /** How this store writes time-dependent documents, once connected. */
-  get dialect(): MongoDialectName | undefined {
-    return this.#connection.dialect;
-  }
-
-  get collectionName(): string {
-    return this.#collectionName;
-  }
-
-  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
-  async connect(): Promise<this> {
-    await this.call('cache.ready', () => this.#connection.ready());
-    return this;
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return this.#connection.toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#connection.close();
   }
 
   protected async _get(key: string): Promise<string | null> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     return (await readLive(collection, dialect, this.#start + key, { value: 1 }))?.value ?? null;
   }
 
   protected override async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const ids = [...new Set(keys.map((key) => this.#start + key))];
     const documents = await collection.find({ _id: { $in: ids }, ...dialect.liveValues() }, { projection: { value: 1 } }).toArray();
     const values = new Map(documents.map((document) => [document._id, document.value]));
@@ -74,14 +44,14 @@ export class MongoCacheProvider extends CacheProviderBase {
   }
 
   protected async _set(key: string, text: string, ttl: number | undefined): Promise<void> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const update = dialect.setExpiring({ value: text }, ttl);
     await upsertById(() => collection.updateOne({ _id: this.#start + key }, update, { upsert: true }));
   }
 
   /** One `update` command; a statement that lost an insert race (see `upsertById`) is run again on its own (see `statementsToRetry`). */
   protected override async _setMany(writes: readonly CacheWrite[]): Promise<void> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const statements = writes.map(({ key, text, ttl }) => ({ filter: { _id: this.#start + key }, update: dialect.setExpiring({ value: text }, ttl) }));
     const operations: AnyBulkWriteOperation<CacheDocument>[] = statements.map(({ filter, update }) => ({ updateOne: { filter, update, upsert: true } }));
     try {
@@ -94,40 +64,35 @@ export class MongoCacheProvider extends CacheProviderBase {
   }
 
   protected async _delete(key: string): Promise<void> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     await collection.deleteOne({ _id: this.#start + key });
   }
 
   protected override async _has(key: string): Promise<boolean> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     return (await readLive(collection, dialect, this.#start + key, { _id: 1 })) !== null;
   }
 
   protected async _clear(): Promise<void> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     await collection.deleteMany(idsStartingWith(this.#start));
   }
 
   protected async _keys(glob: Glob): Promise<string[]> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const documents = await findMatching(collection, glob, this.#start, dialect.liveValues(), { _id: 1 });
     return documents.map((document) => document._id.slice(this.#start.length)).sort(compareKeys);
   }
 
   /** One page in `_id` order after `after` (see `findMatching`). */
   protected override async _keysPage(glob: Glob, after: string | null, limit: number): Promise<string[]> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const documents = await findMatching(collection, glob, this.#start, dialect.liveValues(), { _id: 1 }, { after, limit });
     return documents.map((document) => document._id.slice(this.#start.length));
   }
 
   protected async _clearExpired(): Promise<number> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     return (await collection.deleteMany({ ...idsStartingWith(this.#start), ...dialect.expiredValues() })).deletedCount;
-  }
-
-  async #use(): Promise<{ collection: Collection<CacheDocument>; dialect: MongoDialect }> {
-    const ready = await this.#connection.ready();
-    return { collection: ready.collection<CacheDocument>('cache'), dialect: ready.dialect };
   }
 }

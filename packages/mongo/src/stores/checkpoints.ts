@@ -1,11 +1,9 @@
-import type { Capabilities, JsonValue } from '@stowage/core';
+import type { JsonValue } from '@stowage/core';
 import { CheckpointStoreBase, type CheckpointStoreBaseOptions, type StoredCheckpoint } from '@stowage/core/adapter';
-import type { Collection } from 'mongodb';
-import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
-import type { MongoDialectName } from '../dialects/dialect.js';
+import { mongoStore, storeDatabase, type StoreDatabase } from '../database.js';
 import type { CheckpointDocument } from '../documents.js';
 import { assertDocumentSize, duplicateKeyPattern, isDuplicateKeyError } from '../errors.js';
-import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import type { MongoStoreOptions } from '../options.js';
 
 export interface MongoCheckpointStoreOptions extends MongoStoreOptions, CheckpointStoreBaseOptions {}
 
@@ -16,49 +14,18 @@ export interface MongoCheckpointStoreOptions extends MongoStoreOptions, Checkpoi
  * `onDuplicate: 'replace'`, as go-go-scope needs). `data` is the codec's text (strict JSON by
  * default).
  */
-export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase<TData> {
-  readonly #connection: StoreDatabase;
-  readonly #collectionName: string;
-  readonly #options: MongoCheckpointStoreOptions;
+export class MongoCheckpointStore<TData = JsonValue> extends mongoStore(CheckpointStoreBase)<TData> {
+  readonly #db: StoreDatabase<CheckpointDocument>;
 
   constructor(options: MongoCheckpointStoreOptions) {
-    const settings = parseStoreOptions(options, 'checkpoints', 'MongoCheckpointStore');
-    super(settings.identity, options);
-    this.#collectionName = settings.collection;
-    this.#options = options;
-    this.#connection = storeDatabase(options, settings, [{ kind: 'checkpoints', name: settings.collection, writeConcern: settings.writeConcern }]);
-  }
-
-  get capabilities(): Capabilities {
-    return this.#connection.capabilities();
-  }
-
-  /** How this store writes time-dependent documents, once connected. */
-  get dialect(): MongoDialectName | undefined {
-    return this.#connection.dialect;
-  }
-
-  get collectionName(): string {
-    return this.#collectionName;
-  }
-
-  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
-  async connect(): Promise<this> {
-    await this.call('checkpoints.ready', () => this.#connection.ready());
-    return this;
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return this.#connection.toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#connection.close();
+    const db = storeDatabase<CheckpointDocument>(options, { kind: 'checkpoints', name: 'MongoCheckpointStore' });
+    super(db.identity, db, options);
+    this.#db = db;
   }
 
   /** This store inside the caller's transaction (see `withTransaction`): same collections, every command with the transaction's session. */
   protected override _bind(session: object): this {
-    return new MongoCheckpointStore<TData>(viewOptions(this.#options, this.#connection, session)) as this;
+    return new MongoCheckpointStore<TData>(this.#db.viewOptions(session)) as this;
   }
 
   /**
@@ -71,7 +38,7 @@ export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase
    * (MongoDB names it; otherwise, as when the filter matched, one read tells).
    */
   protected async _save(checkpoint: StoredCheckpoint): Promise<'saved' | 'id-exists' | 'sequence-exists'> {
-    const collection = await this.#collection();
+    const collection = (await this.#db.use()).collection;
     const { id, ...fields } = checkpoint;
     const document: CheckpointDocument = { _id: id, ...fields };
     assertDocumentSize(document, 'the checkpoint');
@@ -93,7 +60,7 @@ export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase
    * upsert on a collection sharded on `{ taskId: 1 }` must name the shard key, before MongoDB 7.1).
    */
   protected override async _replace(checkpoint: StoredCheckpoint): Promise<void> {
-    const collection = await this.#collection();
+    const collection = (await this.#db.use()).collection;
     const { id, ...fields } = checkpoint;
     const document: CheckpointDocument = { _id: id, ...fields };
     assertDocumentSize(document, 'the checkpoint');
@@ -103,15 +70,15 @@ export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase
   }
 
   protected async _load(id: string): Promise<StoredCheckpoint | null> {
-    return stored(await (await this.#collection()).findOne({ _id: id }));
+    return stored(await (await this.#db.use()).collection.findOne({ _id: id }));
   }
 
   protected async _loadLatest(taskId: string): Promise<StoredCheckpoint | null> {
-    return stored(await (await this.#collection()).findOne({ taskId }, { sort: { sequence: -1 } }));
+    return stored(await (await this.#db.use()).collection.findOne({ taskId }, { sort: { sequence: -1 } }));
   }
 
   protected async _list(taskId: string): Promise<StoredCheckpoint[]> {
-    const documents = await (await this.#collection()).find({ taskId }).sort({ sequence: 1 }).toArray();
+    const documents = await (await this.#db.use()).collection.find({ taskId }).sort({ sequence: 1 }).toArray();
     return documents.map((document) => stored(document)!);
   }
 
@@ -121,7 +88,7 @@ export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase
    * is kept, so at least `keepCount` remain.
    */
   protected async _cleanup(taskId: string, keepCount: number): Promise<void> {
-    const collection = await this.#collection();
+    const collection = (await this.#db.use()).collection;
     if (keepCount === 0) {
       await collection.deleteMany({ taskId });
       return;
@@ -131,11 +98,7 @@ export class MongoCheckpointStore<TData = JsonValue> extends CheckpointStoreBase
   }
 
   protected async _deleteAll(taskId: string): Promise<void> {
-    await (await this.#collection()).deleteMany({ taskId });
-  }
-
-  async #collection(): Promise<Collection<CheckpointDocument>> {
-    return (await this.#connection.ready()).collection<CheckpointDocument>('checkpoints');
+    await (await this.#db.use()).collection.deleteMany({ taskId });
   }
 }
 

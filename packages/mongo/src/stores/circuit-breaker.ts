@@ -1,11 +1,9 @@
-import type { Capabilities, CircuitBreakerPersistedState } from '@stowage/core';
+import type { CircuitBreakerPersistedState } from '@stowage/core';
 import { CircuitBreakerStoreBase } from '@stowage/core/adapter';
-import type { Collection } from 'mongodb';
-import { StoreConnection } from '../connection.js';
-import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
+import { mongoStore, storeDatabase, type StoreDatabase } from '../database.js';
 import type { CircuitDocument } from '../documents.js';
 import { upsertById } from '../errors.js';
-import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import type { MongoStoreOptions } from '../options.js';
 
 export type MongoCircuitBreakerStoreOptions = MongoStoreOptions;
 
@@ -15,51 +13,22 @@ export type MongoCircuitBreakerStoreOptions = MongoStoreOptions;
  * gets the count that opened the circuit; cool-downs and the half-open transition are decided
  * on the server's clock, so every process agrees.
  */
-export class MongoCircuitBreakerStore extends CircuitBreakerStoreBase {
-  readonly #connection: StoreConnection;
-  readonly #collectionName: string;
+export class MongoCircuitBreakerStore extends mongoStore(CircuitBreakerStoreBase) {
+  readonly #db: StoreDatabase<CircuitDocument>;
 
   constructor(options: MongoCircuitBreakerStoreOptions) {
-    const settings = parseStoreOptions(options, 'circuitBreaker', 'MongoCircuitBreakerStore');
-    super(settings.identity);
-    this.#collectionName = settings.collection;
-    this.#connection = new StoreConnection(settings, [{ kind: 'circuitBreaker', name: settings.collection, writeConcern: settings.writeConcern }]);
-  }
-
-  get capabilities(): Capabilities {
-    return this.#connection.capabilities();
-  }
-
-  /** How this store writes time-dependent documents, once connected. */
-  get dialect(): MongoDialectName | undefined {
-    return this.#connection.dialect;
-  }
-
-  get collectionName(): string {
-    return this.#collectionName;
-  }
-
-  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
-  async connect(): Promise<this> {
-    await this.call('circuitBreaker.ready', () => this.#connection.ready());
-    return this;
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return this.#connection.toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#connection.close();
+    const db = storeDatabase<CircuitDocument>(options, { kind: 'circuitBreaker', name: 'MongoCircuitBreakerStore' });
+    super(db.identity, db);
+    this.#db = db;
   }
 
   protected async _getState(key: string): Promise<CircuitBreakerPersistedState | null> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     return dialect.readCircuit(collection, key);
   }
 
   protected async _setState(key: string, state: CircuitBreakerPersistedState): Promise<void> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     const document: Omit<CircuitDocument, '_id'> = { state: state.state, failureCount: state.failureCount };
     if (state.lastFailureTime !== undefined) document.lastFailureTime = new Date(state.lastFailureTime);
     if (state.lastSuccessTime !== undefined) document.lastSuccessTime = new Date(state.lastSuccessTime);
@@ -68,23 +37,18 @@ export class MongoCircuitBreakerStore extends CircuitBreakerStoreBase {
   }
 
   protected async _recordFailure(key: string, maxFailures: number, cooldown: number | undefined): Promise<number> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     return dialect.recordFailure(collection, key, maxFailures, cooldown);
   }
 
   protected async _recordSuccess(key: string): Promise<void> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const update = dialect.recordSuccess();
     await upsertById(() => collection.updateOne({ _id: key }, update, { upsert: true }));
   }
 
   protected async _delete(key: string): Promise<void> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     await collection.deleteOne({ _id: key });
-  }
-
-  async #use(): Promise<{ collection: Collection<CircuitDocument>; dialect: MongoDialect }> {
-    const ready = await this.#connection.ready();
-    return { collection: ready.collection<CircuitDocument>('circuitBreaker'), dialect: ready.dialect };
   }
 }

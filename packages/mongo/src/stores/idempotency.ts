@@ -1,11 +1,8 @@
-import type { Capabilities } from '@stowage/core';
 import { IdempotencyStoreBase, type IdempotencyStoreBaseOptions, type StoredReservation, type StoredResult } from '@stowage/core/adapter';
-import type { ClientSession, Collection } from 'mongodb';
-import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
-import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
+import { mongoStore, storeDatabase, type StoreDatabase } from '../database.js';
 import type { IdempotencyDocument } from '../documents.js';
 import { isDuplicateKeyError, upsertById } from '../errors.js';
-import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import type { MongoStoreOptions } from '../options.js';
 import { readLive } from './values.js';
 
 export interface MongoIdempotencyStoreOptions extends MongoStoreOptions, IdempotencyStoreBaseOptions {}
@@ -15,54 +12,18 @@ export interface MongoIdempotencyStoreOptions extends MongoStoreOptions, Idempot
  * `expiresAt`). `reserve` is one atomic command: exactly one of many concurrent callers gets
  * the claim, the others learn at once whether it is in flight or completed (with the result).
  */
-export class MongoIdempotencyStore extends IdempotencyStoreBase {
-  readonly #connection: StoreDatabase;
-  readonly #options: MongoIdempotencyStoreOptions;
-  readonly #collectionName: string;
+export class MongoIdempotencyStore extends mongoStore(IdempotencyStoreBase) {
+  readonly #db: StoreDatabase<IdempotencyDocument>;
 
   constructor(options: MongoIdempotencyStoreOptions) {
-    const settings = parseStoreOptions(options, 'idempotency', 'MongoIdempotencyStore');
-    super(settings.identity, options);
-    this.#collectionName = settings.collection;
-    this.#options = options;
-    this.#connection = storeDatabase(options, settings, [{ kind: 'idempotency', name: settings.collection, writeConcern: settings.writeConcern }]);
-  }
-
-  get capabilities(): Capabilities {
-    return this.#connection.capabilities();
-  }
-
-  /** How this store writes time-dependent documents, once connected. */
-  get dialect(): MongoDialectName | undefined {
-    return this.#connection.dialect;
-  }
-
-  get collectionName(): string {
-    return this.#collectionName;
-  }
-
-  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
-  async connect(): Promise<this> {
-    await this.call('idempotency.ready', () => this.#connection.ready());
-    return this;
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return this.#connection.toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#connection.close();
+    const db = storeDatabase<IdempotencyDocument>(options, { kind: 'idempotency', name: 'MongoIdempotencyStore' });
+    super(db.identity, db, options);
+    this.#db = db;
   }
 
   /** This store inside the caller's transaction (see `withTransaction`): same collections, every command with the transaction's session. */
   protected override _bind(session: object): this {
-    return new MongoIdempotencyStore(viewOptions(this.#options, this.#connection, session)) as this;
-  }
-
-  /** A new transaction on the store's client (see `StoreConnection.transaction`): what `runOnce` runs in. */
-  protected override _runTransaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T> {
-    return this.#connection.transaction(fn);
+    return new MongoIdempotencyStore(this.#db.viewOptions(session)) as this;
   }
 
   /**
@@ -71,19 +32,19 @@ export class MongoIdempotencyStore extends IdempotencyStoreBase {
    * cannot roll back (a local read could return a `complete()` still waiting for its majority).
    */
   protected async _get(key: string): Promise<StoredResult | null> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const document = await readLive(collection, dialect, key, { status: 1, value: 1 }, MAJORITY_READ);
     return document?.status === 'completed' ? result(document) : null;
   }
 
   protected async _set(key: string, text: string, ttl: number | undefined): Promise<void> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const update = dialect.setExpiring({ status: 'completed', value: text }, ttl, CLAIM_FIELDS);
     await upsertById(() => collection.updateOne({ _id: key }, update, { upsert: true }));
   }
 
   protected async _delete(key: string): Promise<void> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     await collection.deleteOne({ _id: key });
   }
 
@@ -92,7 +53,7 @@ export class MongoIdempotencyStore extends IdempotencyStoreBase {
    * finds the winner's record (MongoDB usually retries such upserts itself).
    */
   protected async _reserve(key: string, token: string, ttl: number): Promise<StoredReservation> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     for (let attempt = 1; ; attempt++) {
       try {
         const document = await dialect.reserve(collection, key, token, ttl);
@@ -112,19 +73,14 @@ export class MongoIdempotencyStore extends IdempotencyStoreBase {
    * claim has no `expiresAt`, so no TTL index removes it under a late `complete`.
    */
   protected async _complete(key: string, token: string, text: string, ttl: number | undefined): Promise<boolean> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const update = dialect.setExpiring({ status: 'completed', value: text }, ttl, CLAIM_FIELDS);
     return (await collection.updateOne({ _id: key, status: 'in-flight', token }, update)).matchedCount === 1;
   }
 
   protected async _fail(key: string, token: string): Promise<boolean> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     return (await collection.deleteOne({ _id: key, status: 'in-flight', token })).deletedCount === 1;
-  }
-
-  async #use(): Promise<{ collection: Collection<IdempotencyDocument>; dialect: MongoDialect }> {
-    const ready = await this.#connection.ready();
-    return { collection: ready.collection<IdempotencyDocument>('idempotency'), dialect: ready.dialect };
   }
 }
 

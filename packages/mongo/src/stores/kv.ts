@@ -1,10 +1,9 @@
-import type { Capabilities, KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
+import type { KeyValueEntry, KeyValueEntryInfo } from '@stowage/core';
 import { KeyValueStoreBase, compareKeys, type Glob, type KeyValueStoreBaseOptions, type KeyValueWriteOp } from '@stowage/core/adapter';
-import type { ClientSession, Collection, Document } from 'mongodb';
-import { storeDatabase, viewOptions, type StoreDatabase } from '../connection.js';
-import type { MongoDialect, MongoDialectName } from '../dialects/dialect.js';
+import type { Document } from 'mongodb';
+import { mongoStore, storeDatabase, type StoreDatabase } from '../database.js';
 import { lastWritten, type KeyValueDocument } from '../documents.js';
-import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import type { MongoStoreOptions } from '../options.js';
 import { compareAndSetValue, findMatching, idsStartingWith, readLive } from './values.js';
 
 export interface MongoKeyValueStoreOptions extends MongoStoreOptions, KeyValueStoreBaseOptions {}
@@ -15,113 +14,82 @@ export interface MongoKeyValueStoreOptions extends MongoStoreOptions, KeyValueSt
  * filter on expiry so an expired key is invisible at once, and the TTL index (where the
  * server has one) or `clearExpired()` removes it.
  */
-export class MongoKeyValueStore extends KeyValueStoreBase {
-  readonly #connection: StoreDatabase;
-  readonly #collectionName: string;
-  readonly #options: MongoKeyValueStoreOptions;
+export class MongoKeyValueStore extends mongoStore(KeyValueStoreBase) {
+  readonly #db: StoreDatabase<KeyValueDocument>;
 
   constructor(options: MongoKeyValueStoreOptions) {
-    const settings = parseStoreOptions(options, 'kv', 'MongoKeyValueStore');
-    super(settings.identity, options);
-    this.#collectionName = settings.collection;
-    this.#options = options;
-    this.#connection = storeDatabase(options, settings, [{ kind: 'kv', name: settings.collection, writeConcern: settings.writeConcern }]);
-  }
-
-  get capabilities(): Capabilities {
-    return this.#connection.capabilities();
-  }
-
-  /** How this store writes time-dependent documents, once connected. */
-  get dialect(): MongoDialectName | undefined {
-    return this.#connection.dialect;
-  }
-
-  get collectionName(): string {
-    return this.#collectionName;
-  }
-
-  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
-  async connect(): Promise<this> {
-    await this.call('kv.ready', () => this.#connection.ready());
-    return this;
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return this.#connection.toStowageError(error);
-  }
-
-  protected override _close(): Promise<void> {
-    return this.#connection.close();
+    const db = storeDatabase<KeyValueDocument>(options, { kind: 'kv', name: 'MongoKeyValueStore' });
+    super(db.identity, db, options);
+    this.#db = db;
   }
 
   /** This store inside the caller's transaction (see `withTransaction`): same collections, every command with the transaction's session. */
   protected override _bind(session: object): this {
-    return new MongoKeyValueStore(viewOptions(this.#options, this.#connection, session)) as this;
+    return new MongoKeyValueStore(this.#db.viewOptions(session)) as this;
   }
 
   protected override async _get(key: string): Promise<string | null> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     return (await readLive(collection, dialect, key, { value: 1 }))?.value ?? null;
   }
 
   protected async _getMany(keys: readonly string[]): Promise<(string | null)[]> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const documents = await collection.find({ _id: { $in: [...new Set(keys)] }, ...dialect.liveValues() }, { projection: { value: 1 } }).toArray();
     const values = new Map(documents.map((document) => [document._id, document.value]));
     return keys.map((key) => values.get(key) ?? null);
   }
 
   protected override async _set(key: string, value: string, ttl: number | undefined): Promise<void> {
-    const { collection, dialect, session } = await this.#use();
+    const { collection, dialect, session } = await this.#db.use();
     await dialect.writeValue(collection, { _id: key, fields: { value }, ttl }, session);
   }
 
   /** All or nothing where the server has transactions (see `StoreConnection.atomically`). */
   protected async _setMany(writes: readonly KeyValueWriteOp[]): Promise<void> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const values = writes.map(({ key, value, ttl }) => ({ _id: key, fields: { value }, ttl }));
-    await this.#connection.atomically((session) => dialect.writeValues(collection, values, session));
+    await this.#db.atomically((session) => dialect.writeValues(collection, values, session));
   }
 
   protected override async _delete(key: string): Promise<boolean> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     return dialect.deleteValue(collection, key);
   }
 
   protected async _deleteMany(keys: readonly string[]): Promise<number> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const { filter, update } = dialect.deleteValues(keys);
-    return this.#connection.atomically(async (session) => (await collection.updateMany(filter, update, { session })).matchedCount);
+    return this.#db.atomically(async (session) => (await collection.updateMany(filter, update, { session })).matchedCount);
   }
 
   protected override async _exists(key: string): Promise<boolean> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     return (await readLive(collection, dialect, key, { _id: 1 })) !== null;
   }
 
   protected override async _existsMany(keys: readonly string[]): Promise<boolean[]> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const documents = await collection.find({ _id: { $in: [...new Set(keys)] }, ...dialect.liveValues() }, { projection: { _id: 1 } }).toArray();
     const live = new Set(documents.map((document) => document._id));
     return keys.map((key) => live.has(key));
   }
 
   protected async _getEntry(key: string): Promise<KeyValueEntry | null> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const document = await readLive(collection, dialect, key, { value: 1, version: 1, updatedAt: 1 });
     return document === null ? null : { key, value: document.value!, ...entryInfo(document) };
   }
 
   protected async _entries(glob: Glob): Promise<KeyValueEntryInfo[]> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const documents = await findMatching(collection, glob, '', dialect.liveValues(), { value: 0 });
     return documents.map((document) => ({ key: document._id, ...entryInfo(document) })).sort((a, b) => compareKeys(a.key, b.key));
   }
 
   /** One page in `_id` order after `after` (see `findMatching`). */
   protected override async _entriesPage(glob: Glob, after: string | null, limit: number): Promise<KeyValueEntryInfo[]> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const documents = await findMatching(collection, glob, '', dialect.liveValues(), { value: 0 }, { after, limit });
     return documents.map((document) => ({ key: document._id, ...entryInfo(document) }));
   }
@@ -136,7 +104,7 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
    * by a second `find`, in `_id` order, which only the page that gets past the dated entries sends.
    */
   protected override async _recentEntries(prefix: string, after: { updatedAt: Date; key: string } | null, limit: number): Promise<KeyValueEntryInfo[]> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const range = idsStartingWith(prefix);
     const projection = { value: 0 };
     const entries: KeyValueEntryInfo[] = [];
@@ -162,19 +130,13 @@ export class MongoKeyValueStore extends KeyValueStoreBase {
   }
 
   protected async _compareAndSet(key: string, value: string, expectedVersion: number | null, ttl: number | undefined): Promise<number | null> {
-    const { collection, dialect, session } = await this.#use();
+    const { collection, dialect, session } = await this.#db.use();
     return compareAndSetValue(collection, dialect, { _id: key, fields: { value }, ttl }, expectedVersion, session);
   }
 
   protected async _clearExpired(): Promise<number> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     return (await collection.deleteMany(dialect.expiredValues())).deletedCount;
-  }
-
-  /** The collection and dialect; inside a transaction, its session (which the collection's commands already carry). */
-  async #use(): Promise<{ collection: Collection<KeyValueDocument>; dialect: MongoDialect; session: ClientSession | undefined }> {
-    const ready = await this.#connection.ready();
-    return { collection: ready.collection<KeyValueDocument>('kv'), dialect: ready.dialect, session: ready.session };
   }
 }
 

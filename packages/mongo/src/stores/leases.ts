@@ -1,8 +1,11 @@
 import type { Lease, LeaseDriver } from '@stowage/core/adapter';
 import type { Collection, Document, UpdateFilter } from 'mongodb';
-import type { Ready, StoreDatabase } from '../connection.js';
+import type { Ready, StoreDatabase } from '../database.js';
 import type { MongoDialect } from '../dialects/dialect.js';
 import type { LockDocument } from '../documents.js';
+
+/** What the leases use of their store's database (the lock provider's, or a snapshot store's). */
+type LeaseDatabase = Pick<StoreDatabase, 'ready' | 'onClose'>;
 
 /** A release: the lease ends, the fence stays. */
 const RELEASE: UpdateFilter<LockDocument> = { $unset: { owner: '', expiresAt: '' } };
@@ -14,13 +17,15 @@ const RELEASE: UpdateFilter<LockDocument> = { $unset: { owner: '', expiresAt: ''
  * acquisitions woken by a change stream the moment a lease is released.
  */
 export class MongoLeases implements LeaseDriver {
-  readonly #connection: StoreDatabase;
+  readonly #connection: LeaseDatabase;
   readonly #kind: 'locks' | 'workflowLocks';
   #wakeups: ReleaseWakeups | undefined;
 
-  constructor(connection: StoreDatabase, kind: 'locks' | 'workflowLocks') {
+  /** The change stream of the wake-ups closes with the store of `connection`. */
+  constructor(connection: LeaseDatabase, kind: 'locks' | 'workflowLocks') {
     this.#connection = connection;
     this.#kind = kind;
+    connection.onClose(() => this.close());
   }
 
   async acquire(key: string, owner: string, ttl: number): Promise<Lease | null> {
@@ -74,7 +79,7 @@ export class MongoLeases implements LeaseDriver {
     return this.#wakeups.wait(key, signal);
   }
 
-  /** Stops the change stream (the store's `_close`). */
+  /** Stops the change stream (when the store closes). */
   async close(): Promise<void> {
     await this.#wakeups?.close();
   }

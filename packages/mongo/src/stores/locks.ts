@@ -1,8 +1,7 @@
-import type { Capabilities } from '@stowage/core';
 import { LockProviderBase } from '@stowage/core/adapter';
-import { StoreConnection } from '../connection.js';
-import type { MongoDialectName } from '../dialects/dialect.js';
-import { parseStoreOptions, type MongoStoreOptions } from '../options.js';
+import { mongoStore, storeDatabase } from '../database.js';
+import type { LockDocument } from '../documents.js';
+import type { MongoStoreOptions } from '../options.js';
 import { MongoLeases } from './leases.js';
 
 /** `writeConcern` (every store has it) defaults to `{ w: 'majority' }`: a granted lease survives a failover. */
@@ -14,48 +13,9 @@ export type MongoLockProviderOptions = MongoStoreOptions;
  * acquisitions woken by change streams on replica sets and sharded clusters (polling
  * elsewhere). Handles, waiting and `withLock` are the kit's.
  */
-export class MongoLockProvider extends LockProviderBase {
-  readonly #connection: StoreConnection;
-  readonly #leases: MongoLeases;
-  readonly #collectionName: string;
-
+export class MongoLockProvider extends mongoStore(LockProviderBase) {
   constructor(options: MongoLockProviderOptions) {
-    const settings = parseStoreOptions(options, 'locks', 'MongoLockProvider');
-    const connection = new StoreConnection(settings, [
-      { kind: 'locks', name: settings.collection, writeConcern: settings.writeConcern },
-    ]);
-    const leases = new MongoLeases(connection, 'locks');
-    super(settings.identity, leases);
-    this.#connection = connection;
-    this.#leases = leases;
-    this.#collectionName = settings.collection;
-  }
-
-  get capabilities(): Capabilities {
-    return this.#connection.capabilities({ wakeups: true });
-  }
-
-  /** How this store writes time-dependent documents, once connected. */
-  get dialect(): MongoDialectName | undefined {
-    return this.#connection.dialect;
-  }
-
-  get collectionName(): string {
-    return this.#collectionName;
-  }
-
-  /** Connects, detects the server's features and creates the collection (optional: the first call does it). */
-  async connect(): Promise<this> {
-    await this.call('locks.ready', () => this.#connection.ready());
-    return this;
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return this.#connection.toStowageError(error);
-  }
-
-  protected override async _close(): Promise<void> {
-    await this.#leases.close();
-    await this.#connection.close();
+    const db = storeDatabase<LockDocument>(options, { kind: 'locks', name: 'MongoLockProvider', wakeups: true });
+    super(db.identity, db, new MongoLeases(db, 'locks'));
   }
 }

@@ -24,7 +24,7 @@ export async function createMongoPersistence<TSnapshot extends object = Workflow
   if (typeof prefix !== 'string') throw new StowageError('E_INVALID_OPTION', 'prefix must be a string');
   const kv = new MongoKeyValueStore(rest);
   try {
-    await kv.connect();
+    await kv.ready();
     return await openStatePersistence<TSnapshot>(kv, prefix, { ownsStore: true });
   } catch (error) {
     await kv.close();

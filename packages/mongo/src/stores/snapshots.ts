@@ -1,12 +1,12 @@
-import { StowageError, type Capabilities, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
+import { StowageError, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
 import { SnapshotStoreBase, describeType, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
-import type { ClientSession, Collection, Document, WriteConcernSettings } from 'mongodb';
-import { storeDatabase, viewOptions, type StoreCollection, type StoreDatabase } from '../connection.js';
-import type { MongoDialect, MongoDialectName, ValueWrite } from '../dialects/dialect.js';
+import type { Document, WriteConcernSettings } from 'mongodb';
+import { mongoStore, storeDatabase, type StoreCollection, type StoreDatabase } from '../database.js';
+import type { ValueWrite } from '../dialects/dialect.js';
 import { lastWritten, type SnapshotDocument } from '../documents.js';
-import { MAJORITY, parseStoreOptions, writeConcernOption, type MongoStoreOptions } from '../options.js';
+import { MAJORITY, writeConcernOption, type MongoStoreOptions } from '../options.js';
 import { DEFAULT_COLLECTIONS } from '../schema.js';
-import { deleteInBatches, finishedAfterOf, sweepEvery } from '../retention.js';
+import { deleteInBatches, finishedAfterOf } from '../sweeper.js';
 import { MongoLeases } from './leases.js';
 import { compareAndSetValue, idsStartingWith, namespaceStart, readLive } from './values.js';
 
@@ -26,7 +26,7 @@ export interface MongoSnapshotStoreOptions extends MongoStoreOptions {
   lock?: MongoWorkflowLockOptions | boolean;
   /**
    * How long snapshots of finished workflows are kept (default: for ever). With `finishedAfter`,
-   * a background timer (and {@link MongoSnapshotStore.clearFinished}) deletes this prefix's
+   * the background sweeper (every `cleanupInterval` ms) and {@link MongoSnapshotStore.clearFinished} delete this prefix's
    * snapshots whose `execution.status` is `"completed"` or `"failed"` and that were not saved for
    * that many ms (server clock). Running workflows and documents of other shapes are kept.
    */
@@ -49,53 +49,22 @@ const FINISHED_STATUSES = ['completed', 'failed'];
  * `finished` is the snapshot's `execution.status` when it is `completed` or `failed`, else `''`:
  * the value is JSON text the server cannot look into, so `snapshotRetention` filters on it.
  */
-export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends SnapshotStoreBase<TSnapshot> {
-  readonly #connection: StoreDatabase;
-  readonly #leases: MongoLeases | undefined;
-  readonly #collectionName: string;
-  readonly #options: MongoSnapshotStoreOptions;
+export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends mongoStore(SnapshotStoreBase)<TSnapshot> {
+  readonly #db: StoreDatabase<SnapshotDocument>;
   /** `snapshotRetention.finishedAfter`, when given. */
   readonly #finishedAfter: number | undefined;
-  /** Stops the retention timer (none without `snapshotRetention`, or in a transaction's view). */
-  readonly #stopSweep: (() => void) | undefined;
 
   constructor(options: MongoSnapshotStoreOptions) {
-    const settings = parseStoreOptions(options, 'snapshots', 'MongoSnapshotStore');
-    const lock = workflowLockOptions(options.lock);
-    const finishedAfter = finishedAfterOf(options.snapshotRetention);
-    const collections: StoreCollection[] = [{ kind: 'snapshots', name: settings.collection, writeConcern: settings.writeConcern }];
-    if (lock) {
-      const writeConcern = writeConcernOption(lock.writeConcern, MAJORITY);
-      collections.push({ kind: 'workflowLocks', name: lock.collection ?? DEFAULT_COLLECTIONS.workflowLocks, writeConcern });
-    }
-    const connection = storeDatabase(options, settings, collections);
-    const leases = lock ? new MongoLeases(connection, 'workflowLocks') : undefined;
-    super(settings.identity, { prefix: options.prefix, ...(leases && { workflowLeases: leases, lockTtl: lock?.ttl }) });
-    this.#connection = connection;
-    this.#leases = leases;
-    this.#collectionName = settings.collection;
-    this.#options = options;
+    const lock = workflowLockOptions(options?.lock);
+    const finishedAfter = finishedAfterOf(options?.snapshotRetention);
+    const workflowLocks = (): StoreCollection[] =>
+      lock ? [{ kind: 'workflowLocks', name: lock.collection ?? DEFAULT_COLLECTIONS.workflowLocks, writeConcern: writeConcernOption(lock.writeConcern, MAJORITY) }] : [];
+    const db = storeDatabase<SnapshotDocument>(options, { kind: 'snapshots', name: 'MongoSnapshotStore', more: workflowLocks, wakeups: lock !== undefined });
+    const leases = lock ? new MongoLeases(db, 'workflowLocks') : undefined;
+    super(db.identity, db, { prefix: options.prefix, ...(leases && { workflowLeases: leases, lockTtl: lock?.ttl }) });
+    this.#db = db;
     this.#finishedAfter = finishedAfter;
-    this.#stopSweep = finishedAfter !== undefined && !this.#connection.inTransaction ? sweepEvery(() => this.clearFinished()) : undefined;
-  }
-
-  get capabilities(): Capabilities {
-    return this.#connection.capabilities({ wakeups: this.#leases !== undefined });
-  }
-
-  /** How this store writes time-dependent documents, once connected. */
-  get dialect(): MongoDialectName | undefined {
-    return this.#connection.dialect;
-  }
-
-  get collectionName(): string {
-    return this.#collectionName;
-  }
-
-  /** Connects, detects the server's features and creates the collections (optional: the first call does it). */
-  async connect(): Promise<this> {
-    await this.call('snapshots.ready', () => this.#connection.ready());
-    return this;
+    if (finishedAfter !== undefined) db.sweep(() => this.clearFinished());
   }
 
   /**
@@ -104,7 +73,7 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
    */
   clearExpired(): Promise<number> {
     return this.call('snapshots.clearExpired', async () => {
-      const { collection, dialect } = await this.#use();
+      const { collection, dialect } = await this.#db.use();
       return (await collection.deleteMany({ ...idsStartingWith(namespaceStart(this.prefix)), ...dialect.expiredValues() })).deletedCount;
     });
   }
@@ -119,20 +88,10 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
     return this.call('snapshots.clearFinished', async () => {
       const finishedAfter = this.#finishedAfter;
       if (finishedAfter === undefined) throw new StowageError('E_INVALID_OPTION', 'clearFinished needs the snapshotRetention: { finishedAfter } option');
-      const { collection, dialect } = await this.#use();
+      const { collection, dialect } = await this.#db.use();
       const savedBefore = new Date(dialect.now().getTime() - finishedAfter);
       return deleteInBatches(collection, { ns: this.prefix, updatedAt: { $lt: savedBefore }, finished: { $in: FINISHED_STATUSES } });
     });
-  }
-
-  protected override toStowageError(error: unknown): unknown {
-    return this.#connection.toStowageError(error);
-  }
-
-  protected override async _close(): Promise<void> {
-    this.#stopSweep?.();
-    await this.#leases?.close();
-    await this.#connection.close();
   }
 
   /**
@@ -141,11 +100,11 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
    * transaction would vanish on rollback).
    */
   protected override _bind(session: object): this {
-    return new MongoSnapshotStore<TSnapshot>(viewOptions({ ...this.#options, lock: false }, this.#connection, session)) as this;
+    return new MongoSnapshotStore<TSnapshot>(this.#db.viewOptions<MongoSnapshotStoreOptions>(session, { lock: false })) as this;
   }
 
   protected async _save(id: string, document: string, expectedVersion: number | null | undefined): Promise<boolean> {
-    const { collection, dialect, session } = await this.#use();
+    const { collection, dialect, session } = await this.#db.use();
     const write: ValueWrite = { _id: this.#id(id), fields: { value: document, ns: this.prefix, finished: finishedStatus(document) }, ttl: undefined };
     if (expectedVersion === undefined) {
       await dialect.writeValue(collection, write, session);
@@ -155,20 +114,20 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
   }
 
   protected async _load(id: string): Promise<StoredSnapshot | null> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     const document = await readLive(collection, dialect, this.#id(id), { value: 1, version: 1, updatedAt: 1 });
     // A document without a version or write time (written by hand or by an older store) reads as version 1 written at the epoch, as in the key-value store (lastWritten).
     return document && { document: document.value!, version: Number(document.version ?? 1), updatedAt: lastWritten(document) };
   }
 
   protected async _delete(id: string): Promise<void> {
-    const { collection, dialect } = await this.#use();
+    const { collection, dialect } = await this.#db.use();
     await dialect.deleteValue(collection, this.#id(id));
   }
 
   /** An index range: this prefix's snapshots (a tombstone has no `ns`) whose `_id` starts with the id prefix, newest first. */
   protected async _list(idPrefix: string, after: SnapshotCursor | null, limit: number): Promise<StoredSnapshotItem[]> {
-    const { collection } = await this.#use();
+    const { collection } = await this.#db.use();
     const filter: Document = { ns: this.prefix, ...idsStartingWith(this.#id(idPrefix)) };
     if (after !== null) filter.$or = [{ updatedAt: { $lt: after.updatedAt } }, { updatedAt: after.updatedAt, _id: { $gt: this.#id(after.id) } }];
     const documents = await collection.find(filter, { projection: { updatedAt: 1 } }).sort({ updatedAt: -1, _id: 1 }).limit(limit).toArray();
@@ -178,12 +137,6 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
 
   #id(id: string): string {
     return namespaceStart(this.prefix) + id;
-  }
-
-  /** The collection and dialect; inside a transaction, its session (which the collection's commands already carry). */
-  async #use(): Promise<{ collection: Collection<SnapshotDocument>; dialect: MongoDialect; session: ClientSession | undefined }> {
-    const ready = await this.#connection.ready();
-    return { collection: ready.collection<SnapshotDocument>('snapshots'), dialect: ready.dialect, session: ready.session };
   }
 }
 
@@ -228,7 +181,7 @@ export type MongoSnapshotOptions = MongoSnapshotStoreOptions;
 
 /**
  * The one-liner: a snapshot store for `durable.run`. With `lock`, it is also a `WorkflowLock`.
- * It connects on first use (or `await store.connect()`).
+ * It connects on first use (or `await store.ready()`).
  */
 export function mongo<TSnapshot extends object = WorkflowSnapshot>(
   options: MongoSnapshotOptions & { lock: MongoWorkflowLockOptions | true },

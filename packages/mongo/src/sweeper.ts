@@ -3,16 +3,14 @@ import { assertOptionalDuration, describeType } from '@stowage/core/adapter';
 import type { Collection, Filter } from 'mongodb';
 
 /*
- * Retention of finished snapshots (`snapshotRetention`) and of the process backend's transition
- * history (`historyRetention`), the options and semantics of @stowage/postgres. A TTL index is
- * not used: it cannot be scoped to one store's prefix or differ between stores of one
- * collection, and FerretDB 1.x and jongodb have no TTL monitor (`features.ttlMonitor`). So a
- * store with a retention deletes in bounded batches, on demand (`clearFinished()`,
- * `clearHistory()`) and from an `unref`'d timer every {@link RETENTION_SWEEP_INTERVAL} ms.
+ * The background sweeper, and the retention deletes it runs: finished snapshots
+ * (`snapshotRetention`) and the process backend's transition history (`historyRetention`), the
+ * options and semantics of @stowage/postgres. A TTL index is not used for them: it cannot be
+ * scoped to one store's prefix or differ between stores of one collection, and FerretDB 1.x and
+ * jongodb have no TTL monitor (`features.ttlMonitor`). So a store with a retention deletes in
+ * bounded batches, on demand (`clearFinished()`, `clearHistory()`) and from an `unref`'d timer
+ * every `cleanupInterval` ms (the option of every store, as on Postgres; see {@link sweepEvery}).
  */
-
-/** Ms between the background runs of a store's retention. */
-export const RETENTION_SWEEP_INTERVAL = 60_000;
 
 /** Documents per delete: each batch is one `find` of `_id`s on an index and one `deleteMany`. */
 export const RETENTION_BATCH = 1_000;
@@ -52,19 +50,34 @@ export async function deleteInBatches<TDocument extends { _id: string }>(
 }
 
 /**
- * Runs `clear` every {@link RETENTION_SWEEP_INTERVAL} ms on a timer that never keeps the process
- * alive; a failed run (the server is away, the store is closing) waits for the next one.
- * Returns the stop function `close()` calls.
+ * Runs `run` (a store's own call: `snapshots.clearFinished`, `process.clearHistory`) every
+ * `interval` ms on a timer that never keeps the process alive, one run at a time; returns the
+ * stop function the store's `close()` calls. A failed run waits for the next one. It goes
+ * through the store's call, so telemetry sees every failure as that call's error (the
+ * `stowage:operation` channel); a failure no retry fixes (`E_INVALID_OPTION`: a missing
+ * privilege) is also a process warning (`StowageWarning`), once until a run succeeds again.
  */
-export function sweepEvery(clear: () => Promise<unknown>): () => void {
+export function sweepEvery(run: () => Promise<unknown>, interval: number, what: string): () => void {
   let running = false;
+  let warned = false;
   const timer = setInterval(() => {
     if (running) return;
     running = true;
-    void clear()
-      .catch(() => undefined)
+    void run()
+      .then(
+        () => void (warned = false),
+        (error: unknown) => {
+          if (warned || !(error instanceof StowageError) || error.code !== 'E_INVALID_OPTION') return;
+          warned = true;
+          process.emitWarning(
+            `the background sweeper of ${what} cannot run (${error.code}): ${error.message}. ` +
+              `It tries again every ${interval} ms; fix the cause, or turn the sweeper off (cleanupInterval: false)`,
+            { type: 'StowageWarning', code: 'STOWAGE_SWEEP_FAILED' },
+          );
+        },
+      )
       .finally(() => (running = false));
-  }, RETENTION_SWEEP_INTERVAL);
+  }, interval);
   timer.unref();
   return () => clearInterval(timer);
 }
