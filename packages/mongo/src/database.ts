@@ -1,6 +1,6 @@
 import { StowageError, type Capabilities } from '@stowage/core';
-import type { StoreBase, StoreHandle, StoreIdentity } from '@stowage/core/adapter';
-import type { ClientSession, Collection, Db, Document, WriteConcernSettings } from 'mongodb';
+import { Sweepers, type StoreBase, type StoreHandle, type StoreIdentity, type SweepJob } from '@stowage/core/adapter';
+import type { ClientSession, Collection, Db, Document, MongoClient, WriteConcernSettings } from 'mongodb';
 import { adoptRegistered } from './adopt.js';
 import { openConnection, type MongoConnection } from './connection.js';
 import type { MongoDialect, MongoDialectName } from './dialects/dialect.js';
@@ -8,8 +8,10 @@ import { dialectFor, serverFeatures, type ServerFeatures } from './dialects/dete
 import { hasLabel, toStowageError } from './errors.js';
 import { MAJORITY, parseStoreOptions, type MongoSettings } from './options.js';
 import { collectionSpec, ensureCollection, inspectCollection, type MongoCollectionKind } from './schema.js';
-import { sweepEvery } from './sweeper.js';
 import { assertInTransaction, assertSessionOf, inNewTransaction, noTransactionsError, sessionBound } from './transactions.js';
+
+/** The background sweepers of each client: one per collection, however many stores use it (the kit's `Sweepers`). */
+const sweepersOf = new WeakMap<MongoClient, Sweepers>();
 
 /** One collection of a store. */
 export interface StoreCollection {
@@ -71,8 +73,12 @@ export interface StoreDatabase<TDocument extends Document = Document> extends St
   viewOptions<T extends object>(session: object, overrides?: Partial<T>): T;
   /** Runs `fn` in a new transaction on the store's client (see {@link StoreConnection.transaction}). */
   transaction<T>(fn: (session: ClientSession) => Promise<T>): Promise<T>;
-  /** Runs `run` (a store's own call) every `cleanupInterval` ms until the store closes; nothing in a view, or with the sweeper off (see `sweepEvery`). */
-  sweep(run: () => Promise<unknown>): void;
+  /**
+   * Adds `job` (a store's own call) to the background sweeper of the store's collection on its
+   * client (the kit's `Sweepers`: one per collection, however many stores), run every
+   * `cleanupInterval` ms until the store closes; nothing in a view, or with the sweeper off.
+   */
+  sweep(job: SweepJob): void;
   /** Frees `free` (a change stream, a feed) when the store closes, before its share of the client. */
   onClose(free: () => Promise<unknown>): void;
 }
@@ -337,11 +343,14 @@ export class StoreConnection<TDocument extends Document = Document> implements S
     return toStowageError(error);
   }
 
-  sweep(run: () => Promise<unknown>): void {
+  sweep(job: SweepJob): void {
     const interval = this.#settings.cleanupInterval;
     if (interval === undefined) return;
-    const stop = sweepEvery(run, interval, `${this.identity.name} (collection ${this.collectionName})`);
-    this.#closers.push(async () => stop());
+    const { client, db } = this.#connection;
+    let sweepers = sweepersOf.get(client);
+    if (!sweepers) sweepersOf.set(client, (sweepers = new Sweepers()));
+    const leave = sweepers.register(`${db.databaseName}.${this.collectionName}`, job, interval);
+    this.#closers.push(async () => leave());
   }
 
   onClose(free: () => Promise<unknown>): void {

@@ -1,5 +1,5 @@
 import { StowageError } from '@stowage/core';
-import { assertOptionsObject, booleanOption, describeType, describeValue, type StoreIdentity } from '@stowage/core/adapter';
+import { assertOptionsObject, booleanOption, cleanupIntervalOf, describeType, type StoreIdentity } from '@stowage/core/adapter';
 import type { Db, MongoClient, MongoClientOptions, WriteConcernSettings } from 'mongodb';
 import type { MongoDialectOption } from './dialects/dialect.js';
 import { DEFAULT_COLLECTIONS, assertValidCollectionName, assertValidDatabaseName, type MongoCollectionKind } from './schema.js';
@@ -49,18 +49,12 @@ export interface MongoStoreOptions extends MongoConnectionOptions {
   /**
    * Ms between runs of the store's background sweeper, which deletes what a retention option
    * (`snapshotRetention`, `historyRetention`) lets go, in batches (default
-   * {@link DEFAULT_CLEANUP_INTERVAL}, one minute; `false` or `0`: off, call `clearFinished()` or
+   * one minute; `false` or `0`: off, call `clearFinished()` or
    * `clearHistory()` yourself). Its timer never keeps the process alive and stops with the
    * store's `close()`. Expired documents need no sweeper: the TTL index removes them, or `clearExpired()`.
    */
   cleanupInterval?: number | false;
 }
-
-/** The background sweeper's default interval: one minute. */
-export const DEFAULT_CLEANUP_INTERVAL = 60_000;
-
-/** The longest interval a Node.js timer takes (a longer one would fire after 1 ms). */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /** Where the client comes from. Held privately: a connection string may carry a password. */
 export type ConnectionSource =
@@ -121,19 +115,6 @@ export function parseStoreOptions(options: unknown, kind: MongoCollectionKind, w
     writeConcern: writeConcernOption(given.writeConcern, kind === 'cache' ? undefined : MAJORITY),
     cleanupInterval: cleanupIntervalOf(given.cleanupInterval),
   };
-}
-
-/** `cleanupInterval` as given: a positive integer of ms a timer can wait; `false`/`0` off; absent the default. */
-function cleanupIntervalOf(value: unknown): number | undefined {
-  if (value === undefined) return DEFAULT_CLEANUP_INTERVAL;
-  if (value === false || value === 0) return undefined;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || value > MAX_TIMER_MS) {
-    throw new StowageError(
-      'E_INVALID_OPTION',
-      `cleanupInterval must be false, 0 (off) or a positive integer number of ms up to ${MAX_TIMER_MS}, got ${describeValue(value)}`,
-    );
-  }
-  return value;
 }
 
 function connectionSource(options: MongoConnectionOptions, database: string | undefined): ConnectionSource {

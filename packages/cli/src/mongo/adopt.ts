@@ -62,7 +62,7 @@ export async function adopt(session: MongoSession, options: OpenOptions, plan: A
     progress(`${item.name}: creating its index…`);
     const store = new MongoKeyValueStore({ existingDb: session.db, collection: item.name });
     try {
-      await store.connect();
+      await store.ready();
     } finally {
       await store.close();
     }

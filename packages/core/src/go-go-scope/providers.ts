@@ -1,3 +1,4 @@
+import type { StowageResource } from '../contracts/common.js';
 import type { CacheProvider } from '../contracts/cache.js';
 import type { Checkpoint, CheckpointStore } from '../contracts/checkpoints.js';
 import type { CircuitBreakerStore } from '../contracts/circuit-breaker.js';
@@ -74,7 +75,8 @@ export function goGoScopeProviders(makers: GoGoScopeStoreMakers, options: GoGoSc
     checkpoint: checkpointProvider(stores.checkpoint),
     stores,
     async connect() {
-      await Promise.all(Object.values(stores).map(start));
+      // Every store creates its schema now (`ready()`, part of every contract).
+      await Promise.all(Object.values(stores).map((store: StowageResource) => store.ready()));
       connected = closing === undefined;
     },
     isConnected: () => connected,
@@ -82,12 +84,6 @@ export function goGoScopeProviders(makers: GoGoScopeStoreMakers, options: GoGoSc
     close,
     [Symbol.asyncDispose]: close,
   };
-}
-
-/** Creates a store's schema now if it offers to (Postgres stores: `ready()`, MongoDB stores: `connect()`). */
-async function start(store: object): Promise<void> {
-  const { ready, connect } = store as { ready?: () => Promise<unknown>; connect?: () => Promise<unknown> };
-  await (ready ?? connect)?.call(store);
 }
 
 /**

@@ -18,7 +18,7 @@ import { mongoStore, storeDatabase, type Ready, type StoreCollection, type Store
 import { later, type NewProcessVersion } from '../dialects/dialect.js';
 import { assertDocumentSize } from '../errors.js';
 import type { MongoSettings, MongoStoreOptions } from '../options.js';
-import { deleteInBatches, retentionOf } from '../sweeper.js';
+import { deleteInBatches } from '../retention.js';
 import { DEFAULT_COLLECTIONS, collectionSpec, processClaimsCollection, type MongoIndexSpec, type MongoShardKey } from '../schema.js';
 import { claimWithTicket } from './claim-tickets.js';
 import { byVersion, toItem, toTransition, versionId, type ClaimTicketDocument, type ProcessVersionDocument, type VersionKey } from './documents.js';
@@ -97,34 +97,26 @@ export class MongoProcessBackend extends mongoStore(ProcessBackendBase) {
   readonly #feeds = new Set<ProcessFeed>();
   /** What the last claims returned, so a transition does not read the old version again. */
   readonly #carried = new Map<string, Carried>();
-  readonly #historyRetention: number | undefined;
 
   constructor(options: MongoProcessBackendOptions) {
-    const historyRetention = retentionOf(options?.historyRetention, 'historyRetention');
     const claims = (settings: MongoSettings): StoreCollection[] => [
       { kind: 'processClaims', name: processClaimsCollection(settings.collection), writeConcern: settings.writeConcern, neededOn: (features) => !features.atomicUpdates },
     ];
     const db = storeDatabase<ProcessVersionDocument>(options, { kind: 'process', name: 'MongoProcessBackend', more: claims, fencing: false, wakeups: true });
-    super(db.identity, db);
+    super(db.identity, db, { historyRetention: options?.historyRetention });
     this.#db = db;
-    this.#historyRetention = historyRetention;
-    if (historyRetention !== undefined) db.sweep(() => this.clearHistory());
+    if (this.historyRetention !== undefined) db.sweep({ key: `process:history:${this.historyRetention}`, run: () => this.clearHistory() });
     db.onClose(() => Promise.all([...this.#feeds].map((feed) => feed.close())));
   }
 
   /**
-   * Deletes transition records older than `historyRetention` (see that option) in batches, on
-   * the `{ current, at }` index; returns how many. `history(id)` then starts with the creation
-   * and goes on with the kept transitions.
+   * `clearHistory()` (the kit's), in batches on the `{ current, at }` index. `history(id)` then
+   * starts with the creation and goes on with the kept transitions.
    */
-  clearHistory(): Promise<number> {
-    return this.call('process.clearHistory', async () => {
-      const retention = this.#historyRetention;
-      if (retention === undefined) throw new StowageError('E_INVALID_OPTION', 'clearHistory needs the historyRetention option');
-      const { collection, dialect } = await this.#db.use();
-      const recordedBefore = new Date(dialect.now().getTime() - retention);
-      return deleteInBatches(collection, { current: false, at: { $lt: recordedBefore }, version: { $gt: 1 } });
-    });
+  protected override async _clearHistory(retention: number): Promise<number> {
+    const { collection, dialect } = await this.#db.use();
+    const recordedBefore = new Date(dialect.now().getTime() - retention);
+    return deleteInBatches(collection, { current: false, at: { $lt: recordedBefore }, version: { $gt: 1 } }, this.closeSignal);
   }
 
   /** This backend inside the caller's transaction (see `withTransaction`): same collections, every command with the transaction's session. */
@@ -301,7 +293,7 @@ export class MongoProcessBackend extends mongoStore(ProcessBackendBase) {
    */
   #rememberedFresh(id: string): Carried | undefined {
     const carried = this.#carried.get(id);
-    const retention = this.#historyRetention;
+    const retention = this.historyRetention;
     if (carried && retention !== undefined && performance.now() - carried.rememberedAt >= retention / 2) return undefined;
     return carried;
   }

@@ -1,12 +1,12 @@
 import { StowageError, type WorkflowLock, type WorkflowSnapshot } from '@stowage/core';
-import { SnapshotStoreBase, describeType, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
+import { FINISHED_STATUSES, SnapshotStoreBase, describeType, type SnapshotCursor, type StoredSnapshot, type StoredSnapshotItem } from '@stowage/core/adapter';
 import type { Document, WriteConcernSettings } from 'mongodb';
 import { mongoStore, storeDatabase, type StoreCollection, type StoreDatabase } from '../database.js';
 import type { ValueWrite } from '../dialects/dialect.js';
 import { lastWritten, type SnapshotDocument } from '../documents.js';
 import { MAJORITY, writeConcernOption, type MongoStoreOptions } from '../options.js';
 import { DEFAULT_COLLECTIONS } from '../schema.js';
-import { deleteInBatches, finishedAfterOf } from '../sweeper.js';
+import { deleteInBatches } from '../retention.js';
 import { MongoLeases } from './leases.js';
 import { compareAndSetValue, idsStartingWith, namespaceStart, readLive } from './values.js';
 
@@ -39,9 +39,6 @@ export interface MongoSnapshotRetention {
   finishedAfter?: number;
 }
 
-/** The terminal `execution.status` values of awaitly's snapshots: what `snapshotRetention` removes. */
-const FINISHED_STATUSES = ['completed', 'failed'];
-
 /**
  * Workflow snapshots in one collection (default `awaitly_snapshots`): a drop-in `store` for
  * awaitly's `durable.run`. Documents `{ _id: prefix + "\u0000" + id, ns: prefix, value: <JSON>,
@@ -51,20 +48,18 @@ const FINISHED_STATUSES = ['completed', 'failed'];
  */
 export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> extends mongoStore(SnapshotStoreBase)<TSnapshot> {
   readonly #db: StoreDatabase<SnapshotDocument>;
-  /** `snapshotRetention.finishedAfter`, when given. */
-  readonly #finishedAfter: number | undefined;
 
   constructor(options: MongoSnapshotStoreOptions) {
     const lock = workflowLockOptions(options?.lock);
-    const finishedAfter = finishedAfterOf(options?.snapshotRetention);
     const workflowLocks = (): StoreCollection[] =>
       lock ? [{ kind: 'workflowLocks', name: lock.collection ?? DEFAULT_COLLECTIONS.workflowLocks, writeConcern: writeConcernOption(lock.writeConcern, MAJORITY) }] : [];
     const db = storeDatabase<SnapshotDocument>(options, { kind: 'snapshots', name: 'MongoSnapshotStore', more: workflowLocks, wakeups: lock !== undefined });
     const leases = lock ? new MongoLeases(db, 'workflowLocks') : undefined;
-    super(db.identity, db, { prefix: options.prefix, ...(leases && { workflowLeases: leases, lockTtl: lock?.ttl }) });
+    super(db.identity, db, { prefix: options.prefix, snapshotRetention: options.snapshotRetention, ...(leases && { workflowLeases: leases, lockTtl: lock?.ttl }) });
     this.#db = db;
-    this.#finishedAfter = finishedAfter;
-    if (finishedAfter !== undefined) db.sweep(() => this.clearFinished());
+    if (this.finishedAfter !== undefined) {
+      db.sweep({ key: `snapshots:finished:${JSON.stringify(this.prefix)}:${this.finishedAfter}`, run: () => this.clearFinished() });
+    }
   }
 
   /**
@@ -79,19 +74,14 @@ export class MongoSnapshotStore<TSnapshot extends object = WorkflowSnapshot> ext
   }
 
   /**
-   * Deletes this prefix's snapshots of finished workflows not saved for
-   * `snapshotRetention.finishedAfter` ms (see that option), in batches on the listing index;
-   * returns how many. Snapshots saved before this store wrote the `finished` field (by an older
-   * store, or by awaitly's own adapter) are kept until they are saved again.
+   * `clearFinished()` (the kit's), in batches on the listing index. Snapshots saved before this
+   * store wrote the `finished` field (by an older store, or by awaitly's own adapter) are kept
+   * until they are saved again.
    */
-  clearFinished(): Promise<number> {
-    return this.call('snapshots.clearFinished', async () => {
-      const finishedAfter = this.#finishedAfter;
-      if (finishedAfter === undefined) throw new StowageError('E_INVALID_OPTION', 'clearFinished needs the snapshotRetention: { finishedAfter } option');
-      const { collection, dialect } = await this.#db.use();
-      const savedBefore = new Date(dialect.now().getTime() - finishedAfter);
-      return deleteInBatches(collection, { ns: this.prefix, updatedAt: { $lt: savedBefore }, finished: { $in: FINISHED_STATUSES } });
-    });
+  protected override async _clearFinished(finishedAfter: number): Promise<number> {
+    const { collection, dialect } = await this.#db.use();
+    const savedBefore = new Date(dialect.now().getTime() - finishedAfter);
+    return deleteInBatches(collection, { ns: this.prefix, updatedAt: { $lt: savedBefore }, finished: { $in: [...FINISHED_STATUSES] } }, this.closeSignal);
   }
 
   /**
