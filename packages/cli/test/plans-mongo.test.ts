@@ -3,7 +3,7 @@ import { MongoClient, type CommandStartedEvent, type CommandSucceededEvent, type
 import { DEFAULT_COLLECTIONS } from '@stowage/mongo';
 import { findMongoServer, type FoundBackend } from '@stowage/test-env';
 import { encodeCursor } from '../src/model.js';
-import type { MongoSession } from '../src/mongo/backend.js';
+import type { MongoSession } from '../src/mongo/session.js';
 import { workflows } from '../src/mongo/inspect.js';
 import { unique } from './support.js';
 
