@@ -1,7 +1,7 @@
 import { StowageError, type WorkflowSnapshot } from '@stowage/core';
 import { PostgresConnection } from './connection/store-connection.js';
 import type { PostgresPool } from './connection/types.js';
-import { postgresSettings, type PostgresConnectionOptions, type PostgresStoreOptions } from './options.js';
+import { isPool, postgresSettings, type PostgresConnectionOptions, type PostgresStoreOptions } from './options.js';
 import { PostgresProcessBackend, type PostgresProcessBackendOptions } from './process/backend.js';
 import { PostgresCacheProvider, type PostgresCacheProviderOptions } from './stores/cache.js';
 import { PostgresCheckpointStore, type PostgresCheckpointStoreOptions } from './stores/checkpoints.js';
@@ -138,9 +138,4 @@ export class PostgresStowage {
     this.#stores.add(store);
     return store;
   }
-}
-
-/** A `pg.Pool` (or a pool like it) rather than options: what `connect(pool)` takes. */
-function isPool(value: unknown): value is PostgresPool {
-  return typeof value === 'object' && value !== null && typeof (value as PostgresPool).query === 'function' && typeof (value as PostgresPool).connect === 'function';
 }

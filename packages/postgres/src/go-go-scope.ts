@@ -5,7 +5,7 @@ import { GO_GO_SCOPE_NAMES, goGoScopeProviders, type GoGoScopeNames, type GoGoSc
 import { registerGoGoScopeTable } from './adopt-go-go-scope.js';
 import { PostgresConnection } from './connection/store-connection.js';
 import type { PostgresPool } from './connection/types.js';
-import { postgresSettings, type PostgresStoreOptions } from './options.js';
+import { isPool, postgresSettings, type PostgresStoreOptions } from './options.js';
 import { TableName, type TableKind } from './schema/names.js';
 import { PostgresCacheProvider } from './stores/cache.js';
 import { PostgresCheckpointStore } from './stores/checkpoints.js';
@@ -80,8 +80,4 @@ export function goGoScopePersistence(
     },
     { ...goGoScope, afterClose: () => connection.end() },
   );
-}
-
-function isPool(value: unknown): value is PostgresPool {
-  return typeof value === 'object' && value !== null && typeof (value as PostgresPool).query === 'function' && typeof (value as PostgresPool).connect === 'function';
 }

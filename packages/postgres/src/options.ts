@@ -311,7 +311,11 @@ function alias<T extends object, A extends keyof T, B extends keyof T>(options: 
   return value ?? otherValue;
 }
 
-function isPool(value: unknown): value is PostgresPool {
+/**
+ * A `pg.Pool` (or a pool like it: `query` and `connect`) rather than options or pool settings:
+ * how `pool`/`existingPool`, `connect(pool)` and `goGoScopePersistence(pool)` tell the two apart.
+ */
+export function isPool(value: unknown): value is PostgresPool {
   return (
     typeof value === 'object' &&
     value !== null &&
