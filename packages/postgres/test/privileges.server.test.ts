@@ -3,19 +3,14 @@ import { findPostgresServer } from '@stowage/test-env';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
-  PostgresCacheProvider,
-  PostgresCheckpointStore,
-  PostgresCircuitBreakerStore,
-  PostgresIdempotencyStore,
   PostgresKeyValueStore,
   PostgresLockProvider,
   PostgresProcessBackend,
   grantsSql,
-  postgres,
   schemaSql,
 } from '../src/index.js';
 import { activeSweepers } from '@stowage/core/adapter';
-import { tableSet, uniqueSuffix, type TableSet } from './support/context.js';
+import { everyStore, tableSet, uniqueSuffix, type TableSet } from './support/context.js';
 
 /**
  * Least privilege: a role given exactly what `grantsSql()` grants runs every store on tables
@@ -74,15 +69,9 @@ describeServer('least privilege', () => {
     await admin.query(grantsSql(role, options));
     for (const autoCreate of [false, true]) {
       const common = { url: roleUrl, schema, autoCreate, pool: { max: 2 } };
-      const kv = new PostgresKeyValueStore({ ...common, table: tables.kv });
-      const snapshots = postgres({ ...common, table: tables.snapshots, lock: { lockTableName: tables.workflowLocks } });
-      const locks = new PostgresLockProvider({ ...common, table: tables.locks });
-      const cache = new PostgresCacheProvider({ ...common, table: tables.cache });
-      const breaker = new PostgresCircuitBreakerStore({ ...common, table: tables.circuitBreaker });
-      const checkpoints = new PostgresCheckpointStore({ ...common, table: tables.checkpoints });
-      const idempotency = new PostgresIdempotencyStore({ ...common, table: tables.idempotency });
-      const backend = new PostgresProcessBackend({ ...common, itemsTable: tables.processItems, transitionsTable: tables.processTransitions });
-      const stores = [kv, snapshots, locks, cache, breaker, checkpoints, idempotency, backend];
+      const every = everyStore(common, tables);
+      const { kv, snapshots, locks, cache, circuitBreaker: breaker, checkpoints, idempotency, process: backend } = every;
+      const stores = Object.values(every);
       for (const store of stores) await store.ready();
 
       const key = `k-${autoCreate}`;

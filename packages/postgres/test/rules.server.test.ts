@@ -6,17 +6,14 @@ import { expect, test } from 'vitest';
 import {
   PostgresCacheProvider,
   PostgresCheckpointStore,
-  PostgresCircuitBreakerStore,
-  PostgresIdempotencyStore,
   PostgresKeyValueStore,
   PostgresLockProvider,
-  PostgresProcessBackend,
   connect,
   createPostgresPersistence,
   postgres,
 } from '../src/index.js';
 import { CountingPool } from './support/counting-pool.js';
-import { uniqueSuffix } from './support/context.js';
+import { everyStore, uniqueSuffix } from './support/context.js';
 import { serverTestSetup } from './support/server.js';
 
 /**
@@ -179,21 +176,12 @@ describeServer('postgres rules', () => {
     const fields = { host: parsed.hostname, port: Number(parsed.port || 5432), database: parsed.pathname.slice(1), user: decodeURIComponent(parsed.username), password: secret };
     // The server trusts the connection, so the password is never needed: only kept.
     for (const connection of [{ url: withPassword.toString() }, fields]) {
-      const stores: StowageResource[] = [
-        new PostgresKeyValueStore({ ...connection, table: tables.kv, cleanupInterval: 60_000 }),
-        postgres({ ...connection, table: tables.snapshots, lock: { lockTableName: tables.workflowLocks } }),
-        new PostgresLockProvider({ ...connection, table: tables.locks }),
-        new PostgresCacheProvider({ ...connection, table: tables.cache }),
-        new PostgresCircuitBreakerStore({ ...connection, table: tables.circuitBreaker }),
-        new PostgresCheckpointStore({ ...connection, table: tables.checkpoints }),
-        new PostgresIdempotencyStore({ ...connection, table: tables.idempotency }),
-        new PostgresProcessBackend({ ...connection, itemsTable: tables.processItems, transitionsTable: tables.processTransitions }),
-        await createPostgresPersistence({ ...connection, tableName: tables.kv }),
-      ];
+      const every = everyStore(connection, tables, { cleanupInterval: 60_000 });
+      const stores: StowageResource[] = [...Object.values(every), await createPostgresPersistence({ ...connection, tableName: tables.kv })];
       const db = connect(connection);
       stores.push(db.kv({ table: tables.kv }));
       for (const store of stores) await (store as { ready?: () => Promise<void> }).ready?.();
-      const locks = stores[2] as PostgresLockProvider;
+      const locks = every.locks;
       const handle = await locks.acquire('job', 60_000);
       const waiting = locks.acquire('job', 60_000, { wait: 100 }); // a waiter, on the LISTEN connection
       for (const printed of [...stores, handle, db]) expect(inspect(printed, { depth: 6 })).not.toContain(secret);

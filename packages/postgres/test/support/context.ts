@@ -11,8 +11,11 @@ import {
   PostgresLockingSnapshotStore,
   PostgresProcessBackend,
   PostgresSnapshotStore,
+  postgres,
   quoteIdentifier,
   type PostgresConnectionOptions,
+  type PostgresKeyValueStoreOptions,
+  type PostgresStoreOptions,
 } from '../../src/index.js';
 
 /** A random suffix that keeps one test's tables apart from every other test's. */
@@ -53,6 +56,24 @@ export async function dropTables(admin: pg.Pool, tables: TableSet, schema?: stri
   const sequences = [`${tables.kv}_version_seq`, `${tables.snapshots}_version_seq`, `${tables.locks}_fence_seq`, `${tables.workflowLocks}_fence_seq`];
   for (const sequence of sequences) statements.push(`DROP SEQUENCE IF EXISTS ${q(sequence)}`);
   await admin.query(statements.join(';\n'));
+}
+
+/**
+ * One store of every kind on the tables of `tables`, each opened with `options` (the snapshot
+ * store with its workflow lock), for the tests that run the same check on all of them. `kv`
+ * adds options to the key-value store only.
+ */
+export function everyStore(options: PostgresStoreOptions, tables: TableSet, kv: Partial<PostgresKeyValueStoreOptions> = {}) {
+  return {
+    kv: new PostgresKeyValueStore({ ...options, table: tables.kv, ...kv }),
+    snapshots: postgres({ ...options, table: tables.snapshots, lock: { lockTableName: tables.workflowLocks } }),
+    locks: new PostgresLockProvider({ ...options, table: tables.locks }),
+    cache: new PostgresCacheProvider({ ...options, table: tables.cache }),
+    circuitBreaker: new PostgresCircuitBreakerStore({ ...options, table: tables.circuitBreaker }),
+    checkpoints: new PostgresCheckpointStore({ ...options, table: tables.checkpoints }),
+    idempotency: new PostgresIdempotencyStore({ ...options, table: tables.idempotency }),
+    process: new PostgresProcessBackend({ ...options, itemsTable: tables.processItems, transitionsTable: tables.processTransitions }),
+  };
 }
 
 export interface AdapterSetup {
