@@ -1,10 +1,8 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { findPostgresServer } from '@stowage/test-env';
-import pg from 'pg';
-import { afterAll, describe, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { PostgresIdempotencyStore, PostgresKeyValueStore } from '../src/index.js';
-import { dropTables, tableSet } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * Exactly once for database effects: a process charging keys with `runOnce` is SIGKILLed again
@@ -15,17 +13,10 @@ import { dropTables, tableSet } from './support/context.js';
  * The PostgreSQL server only: PGlite is one session inside one process, so a second OS process
  * cannot share its database, and a SIGKILL would kill the database with the writer.
  */
-const server = await findPostgresServer();
+const { url, describeServer, freshTables } = await serverTestSetup({ max: 1 });
 
-describe.skipIf(server === null)('runOnce under SIGKILL (PostgreSQL server)', () => {
-  const url = server?.url ?? '';
-  const admin = new pg.Pool({ connectionString: url, max: 1 });
-  const tables = tableSet();
-  afterAll(async () => {
-    await dropTables(admin, tables);
-    await admin.end();
-    await server?.stop();
-  });
+describeServer('runOnce under SIGKILL (PostgreSQL server)', () => {
+  const tables = freshTables();
 
   test('a writer killed 12 times while charging: every effect applied exactly once, none lost', { timeout: 120_000 }, async () => {
     const keys = 400;

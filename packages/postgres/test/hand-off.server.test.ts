@@ -1,9 +1,7 @@
-import { findPostgresServer } from '@stowage/test-env';
-import pg from 'pg';
-import { afterAll, describe, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { PostgresLockProvider } from '../src/index.js';
 import { CountingPool } from './support/counting-pool.js';
-import { dropTables, tableSet } from './support/context.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * Many acquisitions of one provider waiting for one key: only the first in line asks the
@@ -11,16 +9,10 @@ import { dropTables, tableSet } from './support/context.js';
  * statements, not time: polls are 60 s apart and wake-ups are off, so every statement here is
  * an attempt the hand-off itself made.
  */
-const server = await findPostgresServer();
+const { admin, describeServer, freshTables } = await serverTestSetup({ max: 2 });
 
-describe.skipIf(server === null)('lock hand-off among the waiters of one provider', () => {
-  const admin = new pg.Pool({ connectionString: server?.url ?? '', max: 2 });
-  const tables = tableSet();
-  afterAll(async () => {
-    await dropTables(admin, tables);
-    await admin.end();
-    await server?.stop();
-  });
+describeServer('lock hand-off among the waiters of one provider', () => {
+  const tables = freshTables();
 
   test('64 waiters: each acquisition is one attempt and one release', { timeout: 60_000 }, async () => {
     const pool = new CountingPool(admin);
