@@ -1,9 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import { findPostgresServer, startEmbeddedPostgres, type FoundBackend } from '@stowage/test-env';
 import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
 import { goGoScopePersistence } from '../src/index.js';
-import { goGoScopeAcquire, goGoScopeCacheSet, goGoScopePostgresDdl, goGoScopeSaveCheckpoint, goGoScopeSetState } from './support/legacy.js';
+import { goGoScopeAcquire, goGoScopeCacheSet, goGoScopePostgresDdl, goGoScopeSaveCheckpoint, goGoScopeSetState, seededSchema } from './support/legacy.js';
 
 /**
  * go-go-scope's own PostgreSQL tables (`PostgresAdapter`'s locks, circuit, cache, and the
@@ -24,20 +23,7 @@ for (const backend of backends) {
   describe.skipIf(backend.found === null)(`adopting go-go-scope's own tables (${backend.name})`, () => {
     const url = () => backend.found!.url;
     /** A schema of its own per test with go-go-scope's tables (and `extra` SQL), and an admin pool. */
-    async function goGoScopeSchema(extra = ''): Promise<{ schema: string; admin: pg.Pool; q(table: string): string; drop(): Promise<void> }> {
-      const schema = `ggs_${randomBytes(5).toString('hex')}`;
-      const admin = new pg.Pool({ connectionString: url(), max: 1 });
-      await admin.query(`CREATE SCHEMA ${schema}; SET search_path TO ${schema}; ${goGoScopePostgresDdl()}; ${extra}; SET search_path TO DEFAULT`);
-      return {
-        schema,
-        admin,
-        q: (table) => `${schema}.${table}`,
-        async drop() {
-          await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-          await admin.end();
-        },
-      };
-    }
+    const goGoScopeSchema = (extra = '') => seededSchema(url(), 'ggs', `${goGoScopePostgresDdl()}; ${extra}`);
     let processes = 0;
     /** Another process: a pool of its own (an application name of its own keeps stowage from sharing one). */
     const processOptions = (schema: string) => ({ url: url(), pool: backend.pool, schema, applicationName: `ggs-${++processes}` });
@@ -75,15 +61,8 @@ for (const backend of backends) {
       await goGoScopeCacheSet(admin, q('go_goscope_cache'), 'other:', 'user:1', { name: 'Grace' });
       const timestamp = Date.now() - 1_000;
       await goGoScopeSaveCheckpoint(admin, q('go_goscope_checkpoints'), { id: 'cp-1', taskId: 'import-42', sequence: 1, timestamp, progress: 10, data: { offset: 1000 } });
-      await goGoScopeSaveCheckpoint(admin, q('go_goscope_checkpoints'), {
-        id: 'cp-2',
-        taskId: 'import-42',
-        sequence: 2,
-        timestamp: timestamp + 1,
-        progress: 20,
-        data: { offset: 2000, files: ['a.csv'] },
-        estimatedTimeRemaining: 30_000,
-      });
+      const latest = { id: 'cp-2', taskId: 'import-42', sequence: 2, timestamp: timestamp + 1, progress: 20, data: { offset: 2000, files: ['a.csv'] }, estimatedTimeRemaining: 30_000 };
+      await goGoScopeSaveCheckpoint(admin, q('go_goscope_checkpoints'), latest);
 
       const persistence = goGoScopePersistence(processOptions(schema), { keyPrefix: 'myapp:' });
       const other = goGoScopePersistence(processOptions(schema), { keyPrefix: 'other:' });
@@ -121,15 +100,7 @@ for (const backend of backends) {
         expect(await persistence.cache.get('user:2')).toEqual({ name: 'Linus' });
 
         // Checkpoints: the task resumes from go-go-scope's latest.
-        expect(await persistence.checkpoint.loadLatest('import-42')).toEqual({
-          id: 'cp-2',
-          taskId: 'import-42',
-          sequence: 2,
-          timestamp: timestamp + 1,
-          progress: 20,
-          data: { offset: 2000, files: ['a.csv'] },
-          estimatedTimeRemaining: 30_000,
-        });
+        expect(await persistence.checkpoint.loadLatest('import-42')).toEqual(latest);
         expect(await persistence.checkpoint.load('cp-1')).toEqual({ id: 'cp-1', taskId: 'import-42', sequence: 1, timestamp, progress: 10, data: { offset: 1000 } });
         await persistence.checkpoint.save({ id: 'cp-3', taskId: 'import-42', sequence: 3, timestamp: timestamp + 2, progress: 30, data: { offset: 3000 } });
         expect((await persistence.checkpoint.list('import-42')).map((checkpoint) => checkpoint.id)).toEqual(['cp-1', 'cp-2', 'cp-3']);
@@ -192,9 +163,7 @@ for (const backend of backends) {
     });
 
     test("go-go-scope's column names with other types are refused, naming them", async () => {
-      const schema = `ggs_${randomBytes(5).toString('hex')}`;
-      const admin = new pg.Pool({ connectionString: url(), max: 1 });
-      await admin.query(`CREATE SCHEMA ${schema}; CREATE TABLE ${schema}.go_goscope_locks (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)`);
+      const { schema, drop } = await seededSchema(url(), 'ggs', `CREATE TABLE go_goscope_locks (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires_at TIMESTAMPTZ NOT NULL)`);
       const persistence = goGoScopePersistence(processOptions(schema));
       try {
         await expect((persistence.stores.lock as unknown as { ready(): Promise<void> }).ready()).rejects.toMatchObject({
@@ -203,8 +172,7 @@ for (const backend of backends) {
         });
       } finally {
         await persistence.close();
-        await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-        await admin.end();
+        await drop();
       }
     });
 

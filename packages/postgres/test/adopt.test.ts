@@ -1,5 +1,4 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import type { JsonObject, WorkflowSnapshot } from '@stowage/core';
@@ -17,6 +16,7 @@ import {
   awaitlySnapshotStatements,
   goGoScopePostgresDdl,
   goGoScopePostgresWrites,
+  seededSchema,
 } from './support/legacy.js';
 
 /**
@@ -41,25 +41,8 @@ const snapshot = (status: 'running' | 'completed', step = 'fetch-user'): Workflo
 for (const backend of backends) {
   describe.skipIf(backend.found === null)(`adopting awaitly-postgres tables (${backend.name})`, () => {
     const url = () => backend.found!.url;
-    /**
-     * A schema of its own per test, with `sql` (the seed DDL, unqualified) run in it, and an
-     * admin pool. (PGlite's connections share one session, so search_path is set for the DDL
-     * only; the tests name the schema.)
-     */
-    async function legacySchema(sql: string): Promise<{ schema: string; admin: pg.Pool; q(table: string): string; drop(): Promise<void> }> {
-      const schema = `adopt_${randomBytes(5).toString('hex')}`;
-      const admin = new pg.Pool({ connectionString: url(), max: 1 });
-      await admin.query(`CREATE SCHEMA ${schema}; SET search_path TO ${schema}; ${sql}; SET search_path TO DEFAULT`);
-      return {
-        schema,
-        admin,
-        q: (table) => `${schema}.${table}`,
-        async drop() {
-          await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-          await admin.end();
-        },
-      };
-    }
+    /** A schema of its own per test, with `sql` (the seed DDL) run in it, and an admin pool. */
+    const legacySchema = (sql: string) => seededSchema(url(), 'adopt', sql);
     /** Another process: a pool of its own (an application name of its own keeps stowage from sharing one). */
     let processes = 0;
     const processOptions = (schema: string) => ({ url: url(), pool: backend.pool, schema, applicationName: `adopt-${++processes}` });

@@ -1,4 +1,5 @@
-import type pg from 'pg';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 
 /*
  * Tables as awaitly-postgres creates them, verbatim from its documentation (the "Table Schema"
@@ -232,4 +233,35 @@ export async function goGoScopeSaveCheckpoint(
       checkpoint.estimatedTimeRemaining ?? null,
     ],
   );
+}
+
+/** A schema of one adoption test, seeded with the tables it starts from (see {@link seededSchema}). */
+export interface SeededSchema {
+  schema: string;
+  /** A pool of one connection, for the seed rows and the checks. */
+  admin: pg.Pool;
+  /** `table` qualified with the schema. */
+  q(table: string): string;
+  /** Drops the schema and ends the admin pool. */
+  drop(): Promise<void>;
+}
+
+/**
+ * A schema of its own (`prefix` and a random suffix) with `sql`, the seed DDL (unqualified), run
+ * in it. PGlite's connections share one session, so search_path is set for the DDL only: the
+ * tests name the schema.
+ */
+export async function seededSchema(url: string, prefix: string, sql: string): Promise<SeededSchema> {
+  const schema = `${prefix}_${randomBytes(5).toString('hex')}`;
+  const admin = new pg.Pool({ connectionString: url, max: 1 });
+  await admin.query(`CREATE SCHEMA ${schema}; SET search_path TO ${schema}; ${sql}; SET search_path TO DEFAULT`);
+  return {
+    schema,
+    admin,
+    q: (table) => `${schema}.${table}`,
+    async drop() {
+      await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+      await admin.end();
+    },
+  };
 }
