@@ -1,26 +1,18 @@
 import type { ConformanceAdapter, ConformanceContext } from '@stowage/core/conformance';
-import type pg from 'pg';
-import { PostgresKeyValueStore, quoteIdentifier, type PostgresConnectionOptions } from '../../src/index.js';
-import { uniqueSuffix } from './context.js';
+import { PostgresKeyValueStore, quoteIdentifier } from '../../src/index.js';
+import { qualified, uniqueSuffix, type AdapterSetup } from './context.js';
 import { awaitlyKeyValueDdl } from './legacy.js';
-
-export interface AdoptedSetup {
-  name: string;
-  connection: () => PostgresConnectionOptions;
-  admin: () => pg.Pool;
-  schema?: string;
-}
 
 /**
  * A conformance adapter whose every test starts from a table of awaitly-postgres's layout,
  * created with its docs' DDL (empty: the cases list every key); the first store adopts it.
  */
-export function adoptedKeyValueAdapter(setup: AdoptedSetup): ConformanceAdapter {
+export function adoptedKeyValueAdapter(setup: AdapterSetup): ConformanceAdapter {
   return {
     name: setup.name,
     async createContext(): Promise<ConformanceContext> {
       const table = `awaitly_kv_${uniqueSuffix()}`;
-      const qualify = (name: string) => (setup.schema ? `${quoteIdentifier(setup.schema)}.${quoteIdentifier(name)}` : quoteIdentifier(name));
+      const qualify = (name: string) => qualified(name, setup.schema);
       const searchPath = setup.schema ? `SET search_path TO ${quoteIdentifier(setup.schema)};` : '';
       await setup.admin().query(`${searchPath} ${awaitlyKeyValueDdl(table)}; SET search_path TO DEFAULT`);
       return {

@@ -49,9 +49,12 @@ export function tableSet(suffix = uniqueSuffix()): TableSet {
   };
 }
 
+/** `name` quoted, and qualified with `schema` if one is given. */
+export const qualified = (name: string, schema?: string): string => (schema ? `${quoteIdentifier(schema)}.${quoteIdentifier(name)}` : quoteIdentifier(name));
+
 /** Drops every table of a set, and the sequences of versions and fences. */
 export async function dropTables(admin: pg.Pool, tables: TableSet, schema?: string): Promise<void> {
-  const q = (name: string) => (schema ? `${quoteIdentifier(schema)}.${quoteIdentifier(name)}` : quoteIdentifier(name));
+  const q = (name: string) => qualified(name, schema);
   const statements = Object.values(tables).map((table) => `DROP TABLE IF EXISTS ${q(table)}`);
   const sequences = [`${tables.kv}_version_seq`, `${tables.snapshots}_version_seq`, `${tables.locks}_fence_seq`, `${tables.workflowLocks}_fence_seq`];
   for (const sequence of sequences) statements.push(`DROP SEQUENCE IF EXISTS ${q(sequence)}`);
