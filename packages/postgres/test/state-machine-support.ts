@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { expectCrashScenarioInvariants, runProcessCrashScenario } from '@stowage/core/conformance';
 import pg from 'pg';
-import { quoteIdentifier } from '../src/index.js';
+import { quoteIdentifier, type PostgresProcessBackend } from '../src/index.js';
 import { uniqueSuffix } from './support/context.js';
 
 /** One test's tables: the two process tables and a key-value table for the cursors. */
@@ -30,4 +31,29 @@ export function spawnProcessWorker(url: string, tables: ProcessTables, name: str
     env: { ...process.env, STOWAGE_WORKER_URL: url, STOWAGE_WORKER_TABLES: JSON.stringify(tables) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+}
+
+/**
+ * The multi-process crash test on the database at `url`: three worker processes
+ * (`state-machine-worker.ts`) work through `items` items on `backend`'s tables while `kills`
+ * of them are SIGKILLed mid-item, and core's invariants of that scenario must hold
+ * (`expectCrashScenarioInvariants`). `label` names the backend in the log.
+ */
+export async function expectCrashTestHolds(
+  label: string,
+  url: string,
+  backend: PostgresProcessBackend,
+  tables: ProcessTables,
+  { items, kills }: { items: number; kills: number },
+): Promise<void> {
+  const result = await runProcessCrashScenario({
+    backend,
+    spawnWorker: (name) => spawnProcessWorker(url, tables, name),
+    items,
+    workers: 3,
+    kills,
+    log: (message) => console.log(`[crash test, ${label}] ${message}`),
+  });
+  console.log(`[crash test, ${label}] ${JSON.stringify(result)}`);
+  expectCrashScenarioInvariants(result);
 }

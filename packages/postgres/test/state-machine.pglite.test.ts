@@ -1,9 +1,8 @@
-import { expectCrashScenarioInvariants, runProcessCrashScenario } from '@stowage/core/conformance';
 import { startEmbeddedPostgres } from '@stowage/test-env';
 import pg from 'pg';
 import { afterAll, expect, test } from 'vitest';
 import { PostgresProcessBackend } from '../src/index.js';
-import { dropProcessTables, processTables, spawnProcessWorker } from './state-machine-support.js';
+import { dropProcessTables, expectCrashTestHolds, processTables } from './state-machine-support.js';
 
 /**
  * The state machine on embedded PGlite (its own process, reached through pglite-socket with
@@ -27,16 +26,7 @@ test('PGlite: a worker process SIGKILLed mid-item loses nothing (multi-process c
   await backend.ready();
   expect(backend.capabilities.changeFeed, 'LISTEN through the PGlite socket is detected as missing').toBe(false);
   try {
-    const result = await runProcessCrashScenario({
-      backend,
-      spawnWorker: (name) => spawnProcessWorker(embedded.url, tables, name),
-      items: 40,
-      workers: 3,
-      kills: 2,
-      log: (message) => console.log(`[crash test, PGlite] ${message}`),
-    });
-    console.log(`[crash test, PGlite] ${JSON.stringify(result)}`);
-    expectCrashScenarioInvariants(result);
+    await expectCrashTestHolds('PGlite', embedded.url, backend, tables, { items: 40, kills: 2 });
   } finally {
     await backend.close();
     await dropProcessTables(pool, tables);

@@ -1,9 +1,8 @@
-import { expectCrashScenarioInvariants, runProcessCrashScenario } from '@stowage/core/conformance';
 import { findPostgresServer } from '@stowage/test-env';
 import pg from 'pg';
 import { afterAll, describe, expect, test } from 'vitest';
 import { PostgresProcessBackend } from '../src/index.js';
-import { dropProcessTables, processTables, spawnProcessWorker } from './state-machine-support.js';
+import { dropProcessTables, expectCrashTestHolds, processTables } from './state-machine-support.js';
 
 /**
  * The state machine on a real PostgreSQL server, with LISTEN/NOTIFY wake-ups. The process
@@ -54,16 +53,7 @@ if (server === null) {
     const backend = new PostgresProcessBackend({ url: server.url, itemsTable: tables.itemsTable, transitionsTable: tables.transitionsTable });
     await backend.ready();
     try {
-      const result = await runProcessCrashScenario({
-        backend,
-        spawnWorker: (name) => spawnProcessWorker(server.url, tables, name),
-        items: 60,
-        workers: 3,
-        kills: 3,
-        log: (message) => console.log(`[crash test, postgres server] ${message}`),
-      });
-      console.log(`[crash test, postgres server] ${JSON.stringify(result)}`);
-      expectCrashScenarioInvariants(result);
+      await expectCrashTestHolds('postgres server', server.url, backend, tables, { items: 60, kills: 3 });
     } finally {
       await backend.close();
       await dropProcessTables(admin, tables);
