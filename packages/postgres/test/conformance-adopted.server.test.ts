@@ -1,8 +1,7 @@
-import { findPostgresServer } from '@stowage/test-env';
 import { describeKeyValueStore } from '@stowage/core/conformance';
-import pg from 'pg';
-import { afterAll, describe, test } from 'vitest';
+import { describe, test } from 'vitest';
 import { adoptedKeyValueAdapter } from './support/adopted.js';
+import { serverTestSetup } from './support/server.js';
 
 /**
  * The core conformance cases of the key-value store, unchanged, on tables created as
@@ -10,23 +9,18 @@ import { adoptedKeyValueAdapter } from './support/adopted.js';
  * TIMESTAMP` and its expiry index) and adopted in place by the stores' first use, on the
  * PostgreSQL server (whose C.UTF-8 default collation makes the adoption convert the key column).
  */
-const server = await findPostgresServer();
+const { server, url, admin } = await serverTestSetup({ max: 2 });
 
 if (server === null) {
   describe('adopted key-value tables: conformance on the server', () => {
     test.skip('no PostgreSQL server: set STOWAGE_POSTGRES_URL or make Docker available', () => {});
   });
 } else {
-  const admin = new pg.Pool({ connectionString: server.url, max: 2, application_name: 'stowage-test-admin' });
   await admin.query('CREATE SCHEMA IF NOT EXISTS stowage_adopted');
-  afterAll(async () => {
-    await admin.end();
-    await server.stop();
-  });
   describeKeyValueStore(
     adoptedKeyValueAdapter({
       name: `adopted awaitly-postgres table (${server.label})`,
-      connection: () => ({ url: server.url, pool: { max: 3 }, applicationName: 'stowage-conformance' }),
+      connection: () => ({ url, pool: { max: 3 }, applicationName: 'stowage-conformance' }),
       admin: () => admin,
       schema: 'stowage_adopted',
     }),

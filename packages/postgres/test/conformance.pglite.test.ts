@@ -1,8 +1,6 @@
-import { startEmbeddedPostgres } from '@stowage/test-env';
 import { describeConformance } from '@stowage/core/conformance';
-import pg from 'pg';
-import { afterAll } from 'vitest';
 import { postgresConformanceAdapter } from './support/context.js';
+import { embeddedTestSetup } from './support/embedded.js';
 
 /**
  * The core conformance suite, unchanged, against embedded PGlite (through pglite-socket and
@@ -15,14 +13,8 @@ import { postgresConformanceAdapter } from './support/context.js';
  * time (see vitest.config.ts). LISTEN wake-ups do not reach a listener through the
  * multiplexer; the lock provider detects that and reports `wakeups: false`.
  */
-const embedded = await startEmbeddedPostgres({ separateProcess: true });
+const { embedded, pool } = await embeddedTestSetup('stowage-conformance');
 console.log(`[stowage postgres] conformance backend: ${embedded.label}`);
-const pool = new pg.Pool({ connectionString: embedded.url, max: 1, application_name: 'stowage-conformance' });
-
-afterAll(async () => {
-  await pool.end();
-  await embedded.stop();
-});
 
 describeConformance(
   postgresConformanceAdapter({

@@ -1,8 +1,7 @@
-import { startEmbeddedPostgres } from '@stowage/test-env';
-import pg from 'pg';
-import { afterAll, expect, test } from 'vitest';
+import { expect, test } from 'vitest';
 import { PostgresProcessBackend } from '../src/index.js';
 import { dropProcessTables, expectCrashTestHolds, processTables } from './state-machine-support.js';
+import { embeddedTestSetup } from './support/embedded.js';
 
 /**
  * The state machine on embedded PGlite (its own process, reached through pglite-socket with
@@ -10,15 +9,9 @@ import { dropProcessTables, expectCrashTestHolds, processTables } from './state-
  * detects that and its feeds poll. The process conformance cases run with the others in
  * conformance.pglite.test.ts; this file adds the multi-process crash test.
  */
-const embedded = await startEmbeddedPostgres({ separateProcess: true, maxConnections: 32 });
+// Room for the worker processes' own connections.
+const { embedded, pool } = await embeddedTestSetup('stowage-state-machine', { maxConnections: 32 });
 console.log(`[stowage postgres] state-machine backend: ${embedded.label}`);
-// One connection: PGlite is one session behind the socket server's multiplexer (see the README).
-const pool = new pg.Pool({ connectionString: embedded.url, max: 1, application_name: 'stowage-state-machine' });
-
-afterAll(async () => {
-  await pool.end();
-  await embedded.stop();
-});
 
 test('PGlite: a worker process SIGKILLed mid-item loses nothing (multi-process crash test)', { timeout: 180_000 }, async () => {
   const tables = processTables();
