@@ -28,6 +28,12 @@ beforeAll(async () => {
   await admin.connect();
 });
 
+/** The two databases the seeded-table cases run on (neither is stopped by them: the file's setup owns both). */
+const seedBackends = [
+  ['PGlite', async (): Promise<FoundBackend> => ({ url: inject('pgliteUrl'), source: 'embedded', label: 'PGlite', stop: async () => {} })],
+  ['server', async () => ({ ...server, stop: async () => {} })],
+] as const;
+
 afterAll(async () => {
   for (const schema of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   for (const role of roles) await admin.query(`DROP OWNED BY "${role}"; DROP ROLE IF EXISTS "${role}"`);
@@ -138,10 +144,7 @@ describe('doctor: PgBouncer and LISTEN', () => {
   });
 });
 
-describe.each([
-  ['PGlite', async (): Promise<FoundBackend> => ({ url: inject('pgliteUrl'), source: 'embedded', label: 'PGlite', stop: async () => {} })],
-  ['server', async () => ({ ...server, stop: async () => {} })],
-] as const)('doctor and adopt: awaitly-postgres tables on %s', (_name, start) => {
+describe.each(seedBackends)('doctor and adopt: awaitly-postgres tables on %s', (_name, start) => {
   let backend: FoundBackend;
   let client: pg.Client;
   const schema = unique('cli_seed');
@@ -223,10 +226,7 @@ describe.each([
   });
 });
 
-describe.each([
-  ['PGlite', async (): Promise<FoundBackend> => ({ url: inject('pgliteUrl'), source: 'embedded', label: 'PGlite', stop: async () => {} })],
-  ['server', async () => ({ ...server, stop: async () => {} })],
-] as const)("doctor and adopt: go-go-scope's own tables on %s", (_name, start) => {
+describe.each(seedBackends)("doctor and adopt: go-go-scope's own tables on %s", (_name, start) => {
   let backend: FoundBackend;
   let pool: pg.Pool;
   const schema = unique('cli_ggs');
