@@ -1,7 +1,7 @@
 import { StowageError, type WorkflowSnapshot } from '@stowage/core';
-import { describeType } from '@stowage/core/adapter';
+import { StoreSet, describeType } from '@stowage/core/adapter';
 import type { Db, MongoClient } from 'mongodb';
-import { isClient, isDb, openConnection, type MongoConnection } from './connection.js';
+import { isClient, isDb, openConnection } from './connection.js';
 import { parseStoreOptions, type MongoConnectionOptions, type MongoStoreOptions } from './options.js';
 import { MongoProcessBackend, type MongoProcessBackendOptions } from './process/backend.js';
 import { MongoCacheProvider, type MongoCacheProviderOptions } from './stores/cache.js';
@@ -49,14 +49,7 @@ export function connect(options: MongoConnectOptions | MongoClient | Db | string
 }
 
 /** The object {@link connect} returns. */
-export class MongoStowage {
-  /** What every store gets: the client and database, and the shared store options. */
-  readonly #base: MongoStoreOptions;
-  /** The client: opened here from a connection string (and closed by {@link close}), else the caller's. */
-  readonly #connection: MongoConnection;
-  readonly #stores = new Set<{ close(): Promise<void> }>();
-  #closing: Promise<void> | undefined;
-
+export class MongoStowage extends StoreSet<MongoStoreOptions> {
   constructor(options: MongoConnectOptions | MongoClient | Db | string) {
     const given: MongoConnectOptions =
       typeof options === 'string' ? { url: options } : isDb(options) ? { existingDb: options } : isClient(options) ? { client: options } : options;
@@ -64,14 +57,15 @@ export class MongoStowage {
       throw new StowageError('E_INVALID_OPTION', `connect() takes a connection string, a MongoClient, a Db or options, got ${describeType(given)}`);
     }
     const settings = parseStoreOptions(given, 'kv', 'connect()'); // every option checked before a client opens
-    this.#connection = openConnection(settings);
+    // The client: opened here from a connection string (and closed by close()), else the caller's.
+    const connection = openConnection(settings);
     const shared = Object.fromEntries(SHARED_STORE_OPTIONS.filter((name) => given[name] !== undefined).map((name) => [name, given[name]]));
     // Every store on this one client (a store given a client never closes it: close() does).
-    this.#base = { ...shared, client: this.#connection.client, database: this.#connection.db.databaseName };
+    super({ ...shared, client: connection.client, database: connection.db.databaseName }, CONNECTION_OPTIONS, () => connection.close());
   }
 
   kv(options: StoreOptionsOf<MongoKeyValueStoreOptions> = {}): MongoKeyValueStore {
-    return this.#open(new MongoKeyValueStore(this.#options(options)));
+    return this.open(new MongoKeyValueStore(this.storeOptions(options)));
   }
 
   snapshots<TSnapshot extends object = WorkflowSnapshot>(
@@ -79,54 +73,30 @@ export class MongoStowage {
   ): MongoLockingSnapshotStore<TSnapshot>;
   snapshots<TSnapshot extends object = WorkflowSnapshot>(options?: StoreOptionsOf<MongoSnapshotStoreOptions>): MongoSnapshotStore<TSnapshot>;
   snapshots<TSnapshot extends object = WorkflowSnapshot>(options: StoreOptionsOf<MongoSnapshotStoreOptions> = {}): MongoSnapshotStore<TSnapshot> {
-    return this.#open(mongo<TSnapshot>(this.#options(options)));
+    return this.open(mongo<TSnapshot>(this.storeOptions(options)));
   }
 
   locks(options: StoreOptionsOf<MongoLockProviderOptions> = {}): MongoLockProvider {
-    return this.#open(new MongoLockProvider(this.#options(options)));
+    return this.open(new MongoLockProvider(this.storeOptions(options)));
   }
 
   cache(options: StoreOptionsOf<MongoCacheProviderOptions> = {}): MongoCacheProvider {
-    return this.#open(new MongoCacheProvider(this.#options(options)));
+    return this.open(new MongoCacheProvider(this.storeOptions(options)));
   }
 
   circuitBreaker(options: StoreOptionsOf<MongoCircuitBreakerStoreOptions> = {}): MongoCircuitBreakerStore {
-    return this.#open(new MongoCircuitBreakerStore(this.#options(options)));
+    return this.open(new MongoCircuitBreakerStore(this.storeOptions(options)));
   }
 
   checkpoints(options: StoreOptionsOf<MongoCheckpointStoreOptions> = {}): MongoCheckpointStore {
-    return this.#open(new MongoCheckpointStore(this.#options(options)));
+    return this.open(new MongoCheckpointStore(this.storeOptions(options)));
   }
 
   idempotency(options: StoreOptionsOf<MongoIdempotencyStoreOptions> = {}): MongoIdempotencyStore {
-    return this.#open(new MongoIdempotencyStore(this.#options(options)));
+    return this.open(new MongoIdempotencyStore(this.storeOptions(options)));
   }
 
   process(options: StoreOptionsOf<MongoProcessBackendOptions> = {}): MongoProcessBackend {
-    return this.#open(new MongoProcessBackend(this.#options(options)));
-  }
-
-  /** Closes every store handed out (each waits for its calls in flight), then the client if it was opened here. Idempotent. */
-  close(): Promise<void> {
-    this.#closing ??= (async () => {
-      await Promise.all([...this.#stores].map((store) => store.close()));
-      await this.#connection.close();
-    })();
-    return this.#closing;
-  }
-
-  #options<T extends object>(options: T): T & MongoStoreOptions {
-    if (this.#closing !== undefined) throw new StowageError('E_CLOSED', 'this connection is closed');
-    if (options === null || typeof options !== 'object') throw new StowageError('E_INVALID_OPTION', 'store options must be an object');
-    const misplaced = CONNECTION_OPTIONS.filter((name) => name in options);
-    if (misplaced.length > 0) {
-      throw new StowageError('E_INVALID_OPTION', `${misplaced.join(', ')}: connection settings belong to connect(), not to one store`);
-    }
-    return { ...this.#base, ...options };
-  }
-
-  #open<T extends { close(): Promise<void> }>(store: T): T {
-    this.#stores.add(store);
-    return store;
+    return this.open(new MongoProcessBackend(this.storeOptions(options)));
   }
 }

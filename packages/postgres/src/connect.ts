@@ -1,4 +1,5 @@
-import { StowageError, type WorkflowSnapshot } from '@stowage/core';
+import type { WorkflowSnapshot } from '@stowage/core';
+import { StoreSet } from '@stowage/core/adapter';
 import { PostgresConnection } from './connection/store-connection.js';
 import type { PostgresPool } from './connection/types.js';
 import { isPool, postgresSettings, type PostgresConnectionOptions, type PostgresStoreOptions } from './options.js';
@@ -63,24 +64,20 @@ export function connect(database: PostgresConnectOptions | PostgresPool | string
 }
 
 /** The object {@link connect} returns. */
-export class PostgresStowage {
-  /** The connection settings (they may hold the password: private, never printed). */
-  readonly #base: PostgresConnectOptions;
-  readonly #connection: PostgresConnection;
-  readonly #stores = new Set<{ close(): Promise<void> }>();
-  #closing: Promise<void> | undefined;
-
+export class PostgresStowage extends StoreSet<PostgresConnectOptions> {
   constructor(database: PostgresConnectOptions | PostgresPool | string) {
     const { options: given, settings } = postgresSettings<PostgresConnectOptions>(isPool(database) ? { existingPool: database } : database);
-    this.#base = Object.fromEntries(
+    // The connection settings travel to each store (they may hold the password: never printed).
+    const shared = Object.fromEntries(
       [...CONNECTION_OPTIONS, ...SHARED_STORE_OPTIONS].filter((name) => given[name] !== undefined).map((name) => [name, given[name]]),
     );
     // Holds the pool between stores; the stores find the same one from the same settings.
-    this.#connection = new PostgresConnection(settings.connection);
+    const connection = new PostgresConnection(settings.connection);
+    super(shared, CONNECTION_OPTIONS, () => connection.end());
   }
 
   kv(options: StoreOptionsOf<PostgresKeyValueStoreOptions> = {}): PostgresKeyValueStore {
-    return this.#open(new PostgresKeyValueStore(this.#options(options)));
+    return this.open(new PostgresKeyValueStore(this.storeOptions(options)));
   }
 
   snapshots<TSnapshot extends object = WorkflowSnapshot>(
@@ -88,54 +85,30 @@ export class PostgresStowage {
   ): PostgresLockingSnapshotStore<TSnapshot>;
   snapshots<TSnapshot extends object = WorkflowSnapshot>(options?: StoreOptionsOf<PostgresSnapshotStoreOptions>): PostgresSnapshotStore<TSnapshot>;
   snapshots<TSnapshot extends object = WorkflowSnapshot>(options: StoreOptionsOf<PostgresSnapshotStoreOptions> = {}): PostgresSnapshotStore<TSnapshot> {
-    return this.#open(postgres<TSnapshot>(this.#options(options)));
+    return this.open(postgres<TSnapshot>(this.storeOptions(options)));
   }
 
   locks(options: StoreOptionsOf<PostgresLockProviderOptions> = {}): PostgresLockProvider {
-    return this.#open(new PostgresLockProvider(this.#options(options)));
+    return this.open(new PostgresLockProvider(this.storeOptions(options)));
   }
 
   cache(options: StoreOptionsOf<PostgresCacheProviderOptions> = {}): PostgresCacheProvider {
-    return this.#open(new PostgresCacheProvider(this.#options(options)));
+    return this.open(new PostgresCacheProvider(this.storeOptions(options)));
   }
 
   circuitBreaker(options: StoreOptionsOf<PostgresCircuitBreakerStoreOptions> = {}): PostgresCircuitBreakerStore {
-    return this.#open(new PostgresCircuitBreakerStore(this.#options(options)));
+    return this.open(new PostgresCircuitBreakerStore(this.storeOptions(options)));
   }
 
   checkpoints(options: StoreOptionsOf<PostgresCheckpointStoreOptions> = {}): PostgresCheckpointStore {
-    return this.#open(new PostgresCheckpointStore(this.#options(options)));
+    return this.open(new PostgresCheckpointStore(this.storeOptions(options)));
   }
 
   idempotency(options: StoreOptionsOf<PostgresIdempotencyStoreOptions> = {}): PostgresIdempotencyStore {
-    return this.#open(new PostgresIdempotencyStore(this.#options(options)));
+    return this.open(new PostgresIdempotencyStore(this.storeOptions(options)));
   }
 
   process(options: StoreOptionsOf<PostgresProcessBackendOptions> = {}): PostgresProcessBackend {
-    return this.#open(new PostgresProcessBackend(this.#options(options)));
-  }
-
-  /** Closes every store handed out (each waits for its calls in flight), then lets the pool go. Idempotent. */
-  close(): Promise<void> {
-    this.#closing ??= (async () => {
-      await Promise.all([...this.#stores].map((store) => store.close()));
-      await this.#connection.end();
-    })();
-    return this.#closing;
-  }
-
-  #options<T extends object>(options: T): T & PostgresConnectOptions {
-    if (this.#closing !== undefined) throw new StowageError('E_CLOSED', 'this connection is closed');
-    if (options === null || typeof options !== 'object') throw new StowageError('E_INVALID_OPTION', 'store options must be an object');
-    const misplaced = CONNECTION_OPTIONS.filter((name) => name in options);
-    if (misplaced.length > 0) {
-      throw new StowageError('E_INVALID_OPTION', `${misplaced.join(', ')}: connection settings belong to connect(), not to one store`);
-    }
-    return { ...this.#base, ...options };
-  }
-
-  #open<T extends { close(): Promise<void> }>(store: T): T {
-    this.#stores.add(store);
-    return store;
+    return this.open(new PostgresProcessBackend(this.storeOptions(options)));
   }
 }

@@ -15,6 +15,8 @@
  * handle of a store that needs no connection.
  */
 export { StoreBase, localHandle, type StoreHandle } from './store.js';
+/** What a backend's `connect()` returns is built on: stores on one connection, closed together. */
+export { StoreSet } from './store-set.js';
 /** The system, database and table a store reports in telemetry. */
 export type { StoreIdentity } from '../diagnostics.js';
 
