@@ -105,21 +105,40 @@ async function adoptTable(connection: PostgresConnection, kind: TableKind, table
  * not kept as a prepared statement on every connection.
  */
 async function inspect(connection: PostgresConnection, tables: readonly TableName[]): Promise<Map<string, ExistingTable>> {
-  const { rows } = await connection.query(INSPECT.replace('$1', literalArray(tables.map((table) => table.sql))));
-  const found = new Map<string, ExistingTable>();
-  type Row = { name: string; columns: ColumnInfo[]; primary_key: string[] | null; checks: string[]; dependents: string[]; indexes: string[]; byte_order: boolean };
-  for (const row of rows as Row[]) {
-    found.set(row.name, {
-      name: row.name,
-      columns: row.columns,
-      primaryKey: row.primary_key ?? [],
-      checks: row.checks,
-      dependents: row.dependents,
-      indexes: row.indexes,
-      byteOrderDefault: row.byte_order === true,
-    });
-  }
-  return found;
+  const { rows } = await connection.query(TABLE_CATALOG.replace('$1', literalArray(tables.map((table) => table.sql))));
+  return new Map((rows as TableCatalogRow[]).map((row) => [row.name, existingTable(row)]));
+}
+
+/** A row of {@link TABLE_CATALOG}. */
+export interface TableCatalogRow {
+  name: string;
+  /** The table's place in `$1`, from 1. */
+  n: number;
+  /** Catalog estimates (`pg_class.reltuples`, `relpages`; -1 rows: never analyzed). */
+  rows: number;
+  pages: number;
+  /** The role connected may change the table (it owns it, or is a member of the owner role). */
+  owned: boolean;
+  columns: ColumnInfo[];
+  primary_key: string[] | null;
+  checks: string[];
+  dependents: string[];
+  indexes: string[];
+  byte_order: boolean;
+}
+
+/** What {@link planTableAdoption} judges, from a row of {@link TABLE_CATALOG}. */
+export function existingTable(row: TableCatalogRow): ExistingTable {
+  return {
+    name: row.name,
+    columns: row.columns,
+    primaryKey: row.primary_key ?? [],
+    checks: row.checks,
+    dependents: row.dependents,
+    indexes: row.indexes,
+    byteOrderDefault: row.byte_order === true,
+    pages: row.pages,
+  };
 }
 
 /** `ARRAY['…', …]::text[]` of quoted identifiers (which cannot hold a `'`). */
@@ -128,11 +147,14 @@ function literalArray(names: readonly string[]): string {
 }
 
 /**
- * `$1`: quoted, qualified table names. The database's default collation counts as byte order
+ * The catalog read that adoption judges tables by (the CLI's `doctor` and `adopt` read the
+ * same): one row per existing table of `$1` (quoted, qualified names), in that order (see
+ * {@link TableCatalogRow}). The database's default collation counts as byte order
  * for libc "C" and "POSIX" only (`datlocprovider` exists from PostgreSQL 15 on; the JSON form
  * reads it where it exists).
  */
-const INSPECT = `SELECT t.name,
+export const TABLE_CATALOG = `SELECT t.name, t.n::int AS n, c.reltuples::float8 AS rows, c.relpages::float8 AS pages,
+  pg_has_role(c.relowner, 'USAGE') AS owned,
   (SELECT json_agg(json_build_object('name', a.attname, 'type', format_type(a.atttypid, a.atttypmod), 'notNull', a.attnotnull,
       'collation', co.collname, 'default', pg_get_expr(d.adbin, d.adrelid)) ORDER BY a.attnum)
     FROM pg_attribute a
@@ -153,8 +175,9 @@ const INSPECT = `SELECT t.name,
         WHERE f.confrelid = c.oid AND f.contype = 'f') AS x(what)) AS dependents,
   (SELECT d.datcollate IN ('C', 'POSIX') AND coalesce(to_jsonb(d) ->> 'datlocprovider', 'c') = 'c'
     FROM pg_database d WHERE d.datname = current_database()) AS byte_order
-FROM unnest($1::text[]) AS t(name)
-JOIN pg_class c ON c.oid = to_regclass(t.name) AND c.relkind IN ('r', 'p')`;
+FROM unnest($1::text[]) WITH ORDINALITY AS t(name, n)
+JOIN pg_class c ON c.oid = to_regclass(t.name) AND c.relkind IN ('r', 'p')
+ORDER BY t.n`;
 
 // --- snapshot rows of awaitly's layout -------------------------------------------------------
 

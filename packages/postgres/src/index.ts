@@ -30,4 +30,5 @@ export { POSTGRES_CAPABILITIES } from './database.js';
 export { toStowageError } from './errors.js';
 export { goGoScopePersistence } from './go-go-scope.js';
 export type { PostgresGoGoScopeOptions } from './go-go-scope.js';
+export { TABLE_CATALOG, existingTable, type TableCatalogRow } from './adopt.js';
 export { planTableAdoption, type ExistingColumn, type ExistingTable, type PlanTableAdoptionOptions, type TableAdoption } from './adopt-plan.js';
