@@ -14,8 +14,8 @@ import {
   mongo,
 } from '../src/index.js';
 import { parseStoreOptions } from '../src/options.js';
-import { eventually, everyStore, forwardPort, freePort, openSockets, storeOptions } from './helpers.js';
-import { uniqueName, whenReady } from './mongo-adapter.js';
+import { eventually, forwardPort, freePort, openSockets, storeOptions } from './helpers.js';
+import { everyStore, uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 const servers = await openTestServers('stowage_connection');

@@ -13,8 +13,8 @@ import {
   type MongoIndexSpec,
 } from '../src/index.js';
 import { inNewTransaction } from '../src/transactions.js';
-import { everyStore, monitoredClient } from './helpers.js';
-import { switchReadPreference, uniqueName, whenReady } from './mongo-adapter.js';
+import { monitoredClient } from './helpers.js';
+import { everyStore, switchReadPreference, uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers, type OpenedTestServer } from './server.js';
 
 /**

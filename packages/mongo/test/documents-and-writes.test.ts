@@ -3,8 +3,8 @@ import { ClientClockSkew } from '@stowage/core/conformance';
 import type { Document } from 'mongodb';
 import { expect, it } from 'vitest';
 import { MongoCacheProvider, MongoCheckpointStore, MongoIdempotencyStore, MongoKeyValueStore, MongoProcessBackend, mongo, type MongoDialectName } from '../src/index.js';
-import { everyStore, monitoredClient, serverTime, storeOptions } from './helpers.js';
-import { uniqueName, whenReady } from './mongo-adapter.js';
+import { monitoredClient, serverTime, storeOptions } from './helpers.js';
+import { everyStore, uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**

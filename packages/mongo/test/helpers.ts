@@ -1,19 +1,5 @@
 import net from 'node:net';
-import type { JsonObject } from '@stowage/core';
 import { MongoClient, type CommandStartedEvent, type CommandSucceededEvent, type MongoClientOptions } from 'mongodb';
-import {
-  MongoCacheProvider,
-  MongoCheckpointStore,
-  MongoCircuitBreakerStore,
-  MongoIdempotencyStore,
-  MongoKeyValueStore,
-  MongoLockProvider,
-  MongoProcessBackend,
-  mongo,
-  processIndexSpec,
-  type MongoCollectionKind,
-  type MongoStoreOptions,
-} from '../src/index.js';
 import { uniqueName } from './mongo-adapter.js';
 import type { OpenedTestServer } from './server.js';
 
@@ -29,55 +15,6 @@ export async function monitoredClient(server: OpenedTestServer, options: MongoCl
   client.on('commandStarted', (event) => commands.push(event));
   await client.connect();
   return { client, commands };
-}
-
-/** Fresh collection names, one for each kind of collection {@link everyStore} writes (`processClaims`: the process backend's claims). */
-export function storeNames(): Record<MongoCollectionKind, string> {
-  const process = uniqueName('process');
-  return {
-    kv: uniqueName('kv'),
-    snapshots: uniqueName('snap'),
-    workflowLocks: uniqueName('wf'),
-    locks: uniqueName('locks'),
-    cache: uniqueName('cache'),
-    circuitBreaker: uniqueName('circuit'),
-    checkpoints: uniqueName('cp'),
-    idempotency: uniqueName('idem'),
-    process,
-    processClaims: processIndexSpec(process).claims.collection,
-  };
-}
-
-/**
- * One store of every kind on `connection` (a url or client, the database, a dialect…), each
- * on its collection of `names`: the snapshot store with workflow locks and the prefix `p`, the
- * cache with the prefix `c`, so that their commands carry a prefix. Created, not started:
- * `ready()` starts them one after the other; `all` is the list of them.
- */
-export function everyStore(connection: Omit<MongoStoreOptions, 'collection'>, names = storeNames()) {
-  const on = (kind: MongoCollectionKind) => ({ ...connection, collection: names[kind] });
-  const stores = {
-    kv: new MongoKeyValueStore(on('kv')),
-    snapshots: mongo<JsonObject>({ ...on('snapshots'), prefix: 'p', lock: { collection: names.workflowLocks } }),
-    locks: new MongoLockProvider(on('locks')),
-    cache: new MongoCacheProvider({ ...on('cache'), prefix: 'c' }),
-    breaker: new MongoCircuitBreakerStore(on('circuitBreaker')),
-    checkpoints: new MongoCheckpointStore(on('checkpoints')),
-    idempotency: new MongoIdempotencyStore(on('idempotency')),
-    backend: new MongoProcessBackend(on('process')),
-  };
-  const all = Object.values(stores);
-  return {
-    ...stores,
-    names,
-    all,
-    async ready(): Promise<void> {
-      for (const store of all) await store.ready();
-    },
-    async close(): Promise<void> {
-      await Promise.all(all.map((store) => store.close()));
-    },
-  };
 }
 
 /**

@@ -2,8 +2,8 @@ import { compareKeys } from '@stowage/core/adapter';
 import { MongoClient } from 'mongodb';
 import { expect, it } from 'vitest';
 import { MongoCacheProvider, MongoCheckpointStore, MongoIdempotencyStore, MongoKeyValueStore, MongoLockProvider, mongo } from '../src/index.js';
-import { everyStore, recordCommands, storeOptions } from './helpers.js';
-import { uniqueName, whenReady } from './mongo-adapter.js';
+import { recordCommands, storeOptions } from './helpers.js';
+import { everyStore, uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**

@@ -13,8 +13,8 @@ import {
   MongoProcessBackend,
   mongo,
 } from '../src/index.js';
-import { everyStore, monitoredClient } from './helpers.js';
-import { uniqueName, whenReady } from './mongo-adapter.js';
+import { monitoredClient } from './helpers.js';
+import { everyStore, uniqueName, whenReady } from './mongo-adapter.js';
 import { essentials } from './pipeline-commands.support.js';
 import { describeEachServer, openTestServers } from './server.js';
 

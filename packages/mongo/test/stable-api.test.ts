@@ -1,8 +1,8 @@
 import type { Document } from 'mongodb';
 import { expect, it } from 'vitest';
 import type { MongoDialectOption } from '../src/index.js';
-import { everyStore, monitoredClient } from './helpers.js';
-import { uniqueName } from './mongo-adapter.js';
+import { monitoredClient } from './helpers.js';
+import { everyStore, uniqueName } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
