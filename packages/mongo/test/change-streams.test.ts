@@ -196,14 +196,20 @@ class ScriptedReleases extends EventEmitter implements ReleaseStream {
   }
 }
 
+/** Wake-ups on scripted streams: `streams` are the ones opened, in order. */
+function scriptedWakeups(): { wakeups: ReleaseWakeups; streams: ScriptedReleases[] } {
+  const streams: ScriptedReleases[] = [];
+  const wakeups = new ReleaseWakeups(() => {
+    const stream = new ScriptedReleases();
+    streams.push(stream);
+    return stream;
+  });
+  return { wakeups, streams };
+}
+
 describe('lock wake-ups', () => {
   it('one stream per provider, kept across wait episodes; a release wakes only the waiters of its key', async () => {
-    const streams: ScriptedReleases[] = [];
-    const wakeups = new ReleaseWakeups(() => {
-      const stream = new ScriptedReleases();
-      streams.push(stream);
-      return stream;
-    });
+    const { wakeups, streams } = scriptedWakeups();
     const never = new AbortController().signal;
     await wakeups.wait('a', never); // the first wait returns once the stream is established
     for (let episode = 0; episode < 3; episode++) {
@@ -224,12 +230,7 @@ describe('lock wake-ups', () => {
   });
 
   it('after a stream error the next wait opens a new stream; abort ends a wait', async () => {
-    const streams: ScriptedReleases[] = [];
-    const wakeups = new ReleaseWakeups(() => {
-      const stream = new ScriptedReleases();
-      streams.push(stream);
-      return stream;
-    });
+    const { wakeups, streams } = scriptedWakeups();
     const never = new AbortController().signal;
     await wakeups.wait('a', never);
     streams[0]!.emit('error', new Error('stream failed'));

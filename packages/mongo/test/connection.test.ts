@@ -15,7 +15,7 @@ import {
 } from '../src/index.js';
 import { parseStoreOptions } from '../src/options.js';
 import { eventually, forwardPort, freePort, openSockets, storeOptions } from './helpers.js';
-import { uniqueName, whenReady } from './mongo-adapter.js';
+import { everyStore, uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 const servers = await openTestServers('stowage_connection');
@@ -244,26 +244,16 @@ describeEachServer(servers, 'connections', (s) => {
     const { host } = new URL(s.url.replace(/^mongodb(\+srv)?:/, 'http:'));
     // PLAIN: FerretDB (without authentication set up) accepts any credentials; MongoDB would refuse them.
     const url = `mongodb://stowage:${password}@${host}/?authMechanism=PLAIN`;
-    const options = (stem: string) => ({ url, database: s.database, collection: uniqueName(stem) });
-    const stores = [
-      new MongoKeyValueStore(options('i_kv')),
-      mongo({ ...options('i_snap'), prefix: 'p', lock: { collection: uniqueName('i_wflocks') } }),
-      new MongoLockProvider(options('i_locks')),
-      new MongoCacheProvider({ ...options('i_cache'), prefix: 'c' }),
-      new MongoCircuitBreakerStore(options('i_circuit')),
-      new MongoCheckpointStore(options('i_cp')),
-      new MongoIdempotencyStore(options('i_idem')),
-      new MongoProcessBackend(options('i_process')),
-    ];
-    const printed = () => stores.map((store) => inspect(store, { depth: 8, showHidden: true, getters: true })).join('\n');
+    const stores = everyStore({ url, database: s.database });
+    const printed = () => stores.all.map((store) => inspect(store, { depth: 8, showHidden: true, getters: true })).join('\n');
     expect(printed()).not.toContain(password);
     if (s.product === 'ferretdb') {
-      await Promise.all(stores.map((store) => store.ready()));
-      await (stores[0] as MongoKeyValueStore).set('k', 'v');
-      await (stores[2] as MongoLockProvider).acquire('k', 60_000, { wait: 100 });
+      await Promise.all(stores.all.map((store) => store.ready()));
+      await stores.kv.set('k', 'v');
+      await stores.locks.acquire('k', 60_000, { wait: 100 });
       expect(printed()).not.toContain(password);
     }
-    await Promise.all(stores.map((store) => store.close()));
+    await stores.close();
     expect(printed()).not.toContain(password);
     // Nor does the error for a connection string the driver cannot parse.
     const error = (() => {

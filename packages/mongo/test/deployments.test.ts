@@ -1,24 +1,20 @@
-import type { JsonObject } from '@stowage/core';
-import { MongoClient, type CommandStartedEvent, type Document, type MongoClientOptions } from 'mongodb';
+import type { CommandStartedEvent, Document, MongoClient } from 'mongodb';
 import { expect, it } from 'vitest';
 import {
-  MongoCacheProvider,
   MongoCheckpointStore,
-  MongoCircuitBreakerStore,
   MongoIdempotencyStore,
   MongoKeyValueStore,
-  MongoLockProvider,
   MongoProcessBackend,
   collectionSpec,
   goGoScopePersistence,
-  mongo,
   processIndexSpec,
   type MongoCollectionKind,
   type MongoDialectOption,
   type MongoIndexSpec,
 } from '../src/index.js';
 import { inNewTransaction } from '../src/transactions.js';
-import { switchReadPreference, uniqueName, whenReady } from './mongo-adapter.js';
+import { monitoredClient } from './helpers.js';
+import { everyStore, switchReadPreference, uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers, type OpenedTestServer } from './server.js';
 
 /**
@@ -31,40 +27,11 @@ import { describeEachServer, openTestServers, type OpenedTestServer } from './se
  */
 const servers = await openTestServers('stowage_deployments');
 
-/** A client that records every command it sends. */
-async function monitoredClient(s: OpenedTestServer, options: MongoClientOptions = {}): Promise<{ client: MongoClient; commands: CommandStartedEvent[] }> {
-  const commands: CommandStartedEvent[] = [];
-  const client = new MongoClient(s.url, { ...options, monitorCommands: true });
-  client.on('commandStarted', (event) => commands.push(event));
-  await client.connect();
-  return { client, commands };
-}
-
-/** Every store on `client`, each on a collection of its own, and a call of every operation that sends a write or a read. */
-function everyStore(client: MongoClient, s: OpenedTestServer, dialect: MongoDialectOption = 'auto') {
-  const names: Record<MongoCollectionKind, string> = {
-    kv: uniqueName('kv'),
-    snapshots: uniqueName('snap'),
-    workflowLocks: uniqueName('wf'),
-    locks: uniqueName('locks'),
-    cache: uniqueName('cache'),
-    circuitBreaker: uniqueName('circuit'),
-    checkpoints: uniqueName('cp'),
-    idempotency: uniqueName('idem'),
-    process: uniqueName('process'),
-    processClaims: '',
-  };
-  names.processClaims = processIndexSpec(names.process).claims.collection;
-  const on = (kind: MongoCollectionKind) => ({ client, database: s.database, dialect, collection: names[kind] });
-  const kv = new MongoKeyValueStore(on('kv'));
-  const snapshots = mongo<JsonObject>({ ...on('snapshots'), prefix: 'p', lock: { collection: names.workflowLocks } });
-  const locks = new MongoLockProvider(on('locks'));
-  const cache = new MongoCacheProvider({ ...on('cache'), prefix: 'c' });
-  const breaker = new MongoCircuitBreakerStore(on('circuitBreaker'));
-  const checkpoints = new MongoCheckpointStore(on('checkpoints'));
-  const replacing = new MongoCheckpointStore({ ...on('checkpoints'), onDuplicate: 'replace' });
-  const idempotency = new MongoIdempotencyStore(on('idempotency'));
-  const backend = new MongoProcessBackend(on('process'));
+/** {@link everyStore} on `client`, a second checkpoint store that replaces on duplicates, and a call of every operation that sends a write or a read. */
+function everyOperation(client: MongoClient, s: OpenedTestServer, dialect: MongoDialectOption = 'auto') {
+  const stores = everyStore({ client, database: s.database, dialect });
+  const { names, kv, snapshots, locks, cache, breaker, checkpoints, idempotency, backend } = stores;
+  const replacing = new MongoCheckpointStore({ client, database: s.database, dialect, collection: names.checkpoints, onDuplicate: 'replace' });
   const P = 'orders';
   const checkpoint = (id: string, sequence: number) => ({ id, taskId: 'task', sequence, timestamp: sequence, progress: sequence, data: { sequence } });
   const operations: [string, () => Promise<unknown>][] = [
@@ -146,8 +113,7 @@ function everyStore(client: MongoClient, s: OpenedTestServer, dialect: MongoDial
       await feed.close();
     }],
   ];
-  const stores = [kv, snapshots, locks, cache, breaker, checkpoints, replacing, idempotency, backend];
-  return { names, operations, close: () => Promise.all(stores.map((store) => store.close())) };
+  return { names, operations, close: () => Promise.all([stores.close(), replacing.close()]) };
 }
 
 /** The stowage kind of the collection a command is about (`undefined`: not one of `names`). */
@@ -171,7 +137,7 @@ describeEachServer(servers, 'deployments', (s) => {
       const { client, commands } = await monitoredClient(s);
       try {
         switchReadPreference(client, mode);
-        const { operations, close } = everyStore(client, s);
+        const { operations, close } = everyOperation(client, s);
         for (const [name, operation] of operations) await expect(operation().then(() => 'ok'), name).resolves.toBe('ok');
         await close();
         // The driver names the read preference on a command only when it is not primary.
@@ -257,26 +223,16 @@ describeEachServer(servers, 'deployments', (s) => {
   it('start-up with autoCreate: false sends what a role with find, insert, update and remove (and listIndexes) may: listCollections with nameOnly and authorizedCollections', async () => {
     // The collections exist (the migration's work)…
     const setUp = await monitoredClient(s);
-    const created = everyStore(setUp.client, s);
+    const created = everyOperation(setUp.client, s);
     for (const [, operation] of created.operations) await operation();
     await created.close();
     await setUp.client.close();
     // …then stores start on them without creating anything, on a client of their own (detection runs once per client).
     const { client, commands } = await monitoredClient(s);
     try {
-      const on = (kind: MongoCollectionKind) => ({ client, database: s.database, collection: created.names[kind], autoCreate: false });
-      const stores = [
-        new MongoKeyValueStore(on('kv')),
-        mongo<JsonObject>({ ...on('snapshots'), lock: { collection: created.names.workflowLocks } }),
-        new MongoLockProvider(on('locks')),
-        new MongoCacheProvider(on('cache')),
-        new MongoCircuitBreakerStore(on('circuitBreaker')),
-        new MongoCheckpointStore(on('checkpoints')),
-        new MongoIdempotencyStore(on('idempotency')),
-        new MongoProcessBackend(on('process')),
-      ];
-      for (const store of stores) await store.ready();
-      await Promise.all(stores.map((store) => store.close()));
+      const stores = everyStore({ client, database: s.database, autoCreate: false }, created.names);
+      await stores.ready();
+      await stores.close();
       const listings = commands.filter((event) => event.commandName === 'listCollections');
       expect(listings.length).toBeGreaterThan(0);
       for (const listing of listings) expect(listing.command).toMatchObject({ nameOnly: true, authorizedCollections: true });
@@ -292,7 +248,7 @@ describeEachServer(servers, 'deployments', (s) => {
     it(`every single-document write (upsert, findAndModify, updateOne, deleteOne) names the collection’s shard key (dialect ${dialect})`, async () => {
       const { client, commands } = await monitoredClient(s);
       try {
-        const { names, operations, close } = everyStore(client, s, dialect);
+        const { names, operations, close } = everyOperation(client, s, dialect);
         // A pipeline dialect forced on a server without pipelines fails its writes; what is looked at is what it sends.
         for (const [, operation] of operations) await (dialect === 'pipeline' && s.product !== 'mongodb' ? operation().catch(() => undefined) : operation());
         await close();

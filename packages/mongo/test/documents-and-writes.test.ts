@@ -1,20 +1,10 @@
 import type { JsonObject } from '@stowage/core';
 import { ClientClockSkew } from '@stowage/core/conformance';
-import { MongoClient, type CommandStartedEvent, type Document } from 'mongodb';
+import type { Document } from 'mongodb';
 import { expect, it } from 'vitest';
-import {
-  MongoCacheProvider,
-  MongoCheckpointStore,
-  MongoCircuitBreakerStore,
-  MongoIdempotencyStore,
-  MongoKeyValueStore,
-  MongoLockProvider,
-  MongoProcessBackend,
-  mongo,
-  type MongoDialectName,
-} from '../src/index.js';
-import { serverTime, storeOptions } from './helpers.js';
-import { uniqueName, whenReady } from './mongo-adapter.js';
+import { MongoCacheProvider, MongoCheckpointStore, MongoIdempotencyStore, MongoKeyValueStore, MongoProcessBackend, mongo, type MongoDialectName } from '../src/index.js';
+import { monitoredClient, serverTime, storeOptions } from './helpers.js';
+import { everyStore, uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -126,19 +116,11 @@ describeEachServer(servers, 'documents and writes', (s) => {
   });
 
   it('writes whose acknowledgement is a promise ask for majority write concern; the cache uses the client default', async () => {
-    const commands: CommandStartedEvent[] = [];
-    const client = new MongoClient(s.url, { monitorCommands: true });
-    client.on('commandStarted', (event) => commands.push(event));
-    await client.connect();
+    const { client, commands } = await monitoredClient(s);
     try {
-      const options = (stem: string) => ({ client, database: s.database, collection: uniqueName(stem) });
-      const kv = await whenReady(new MongoKeyValueStore(options('wc_kv')));
-      const snapshots = await whenReady(mongo<JsonObject>(options('wc_snap')));
-      const idempotency = await whenReady(new MongoIdempotencyStore(options('wc_idem')));
-      const breaker = await whenReady(new MongoCircuitBreakerStore(options('wc_circuit')));
-      const locks = await whenReady(new MongoLockProvider(options('wc_locks')));
-      const backend = await whenReady(new MongoProcessBackend(options('wc_process')));
-      const cache = await whenReady(new MongoCacheProvider(options('wc_cache')));
+      const stores = everyStore({ client, database: s.database });
+      await stores.ready();
+      const { kv, snapshots, idempotency, breaker, locks, backend, cache } = stores;
       const promised: [string, () => Promise<unknown>][] = [
         ['kv.compareAndSet', () => kv.compareAndSet('k', 'v', null)],
         ['kv.set', () => kv.set('k2', 'v')],
@@ -176,7 +158,7 @@ describeEachServer(servers, 'documents and writes', (s) => {
       commands.splice(0);
       await cache.set('k', 1);
       expect(commands.find((event) => event.commandName === 'update')?.command.writeConcern).toBeUndefined();
-      await Promise.all([kv, snapshots, idempotency, breaker, locks, backend, cache].map((store) => store.close()));
+      await stores.close();
     } finally {
       await client.close();
     }
@@ -197,10 +179,7 @@ describeEachServer(servers, 'documents and writes', (s) => {
   });
 
   it('a "|" in a prefix or pattern: listings use _id ranges of the literal prefix (an index range on MongoDB), not a regex prefix', async () => {
-    const commands: CommandStartedEvent[] = [];
-    const client = new MongoClient(s.url, { monitorCommands: true });
-    client.on('commandStarted', (event) => commands.push(event));
-    await client.connect();
+    const { client, commands } = await monitoredClient(s);
     try {
       const options = (stem: string) => ({ client, database: s.database, collection: uniqueName(stem) });
       const kv = await whenReady(new MongoKeyValueStore(options('bar_kv')));

@@ -1,8 +1,8 @@
-import { MongoClient, type CommandStartedEvent } from 'mongodb';
+import { MongoClient } from 'mongodb';
 import { describe, expect, it } from 'vitest';
 import { MongoCacheProvider, MongoKeyValueStore, MongoLockProvider, mongo } from '../src/index.js';
 import { assertSimpleCollation } from '../src/schema.js';
-import { storeOptions } from './helpers.js';
+import { monitoredClient, storeOptions } from './helpers.js';
 import { uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
@@ -74,10 +74,7 @@ describeEachServer(servers, 'existing collections', (s) => {
   });
 
   it('an existing collection is not created again: a role without the createCollection privilege starts', async () => {
-    const commands: CommandStartedEvent[] = [];
-    const client = new MongoClient(s.url, { monitorCommands: true });
-    client.on('commandStarted', (event) => commands.push(event));
-    await client.connect();
+    const { client, commands } = await monitoredClient(s);
     try {
       const collection = uniqueName('exists');
       await db().collection(collection).insertOne({ _id: 'made by someone else' as never });

@@ -1,11 +1,20 @@
 import net from 'node:net';
-import type { CommandStartedEvent, CommandSucceededEvent, MongoClient } from 'mongodb';
+import { MongoClient, type CommandStartedEvent, type CommandSucceededEvent, type MongoClientOptions } from 'mongodb';
 import { uniqueName } from './mongo-adapter.js';
 import type { OpenedTestServer } from './server.js';
 
 /** Connection options for a store on the test server, with fresh collection names per call. */
 export function storeOptions(server: OpenedTestServer, stem = 'col') {
   return { url: server.url, database: server.database, collection: uniqueName(stem) };
+}
+
+/** A connected client that records every command it sends (driver command monitoring). */
+export async function monitoredClient(server: OpenedTestServer, options: MongoClientOptions = {}): Promise<{ client: MongoClient; commands: CommandStartedEvent[] }> {
+  const commands: CommandStartedEvent[] = [];
+  const client = new MongoClient(server.url, { ...options, monitorCommands: true });
+  client.on('commandStarted', (event) => commands.push(event));
+  await client.connect();
+  return { client, commands };
 }
 
 /**

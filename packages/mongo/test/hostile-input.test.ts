@@ -1,17 +1,9 @@
 import { compareKeys } from '@stowage/core/adapter';
 import { MongoClient } from 'mongodb';
 import { expect, it } from 'vitest';
-import {
-  MongoCacheProvider,
-  MongoCheckpointStore,
-  MongoCircuitBreakerStore,
-  MongoIdempotencyStore,
-  MongoKeyValueStore,
-  MongoLockProvider,
-  mongo,
-} from '../src/index.js';
+import { MongoCacheProvider, MongoCheckpointStore, MongoIdempotencyStore, MongoKeyValueStore, MongoLockProvider, mongo } from '../src/index.js';
 import { recordCommands, storeOptions } from './helpers.js';
-import { uniqueName, whenReady } from './mongo-adapter.js';
+import { everyStore, uniqueName, whenReady } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -27,13 +19,9 @@ const LOOKS_LIKE_SYNTAX = ['$where', '$gt', '$$NOW', '$$REMOVE', '$expiresAt', '
 describeEachServer(servers, 'hostile field names and keys', (s) => {
 
   it('operator objects where a string key, owner, token or id is expected are rejected as invalid', async () => {
-    const kv = await whenReady(new MongoKeyValueStore(storeOptions(s)));
-    const locks = await whenReady(new MongoLockProvider(storeOptions(s)));
-    const cache = await whenReady(new MongoCacheProvider(storeOptions(s)));
-    const idempotency = await whenReady(new MongoIdempotencyStore(storeOptions(s)));
-    const checkpoints = await whenReady(new MongoCheckpointStore(storeOptions(s)));
-    const breaker = await whenReady(new MongoCircuitBreakerStore(storeOptions(s)));
-    const snapshots = await whenReady(mongo({ ...storeOptions(s), lock: true }));
+    const stores = everyStore({ url: s.url, database: s.database });
+    await stores.ready();
+    const { kv, locks, cache, idempotency, checkpoints, breaker, snapshots } = stores;
     await kv.set('victim', 'kept');
     for (const hostile of OPERATOR_OBJECTS) {
       const h = hostile as never;
@@ -57,7 +45,7 @@ describeEachServer(servers, 'hostile field names and keys', (s) => {
     }
     expect(await kv.get('victim')).toBe('kept');
     expect(await kv.keys()).toEqual(['victim']);
-    await Promise.all([kv, locks, cache, idempotency, checkpoints, breaker, snapshots].map((store) => store.close()));
+    await stores.close();
   });
 
   it('keys, values, owners and ids that look like operators, field paths or regexes are literal', async () => {

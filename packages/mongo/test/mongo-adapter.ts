@@ -10,7 +10,10 @@ import {
   MongoLockProvider,
   MongoProcessBackend,
   mongo,
+  processIndexSpec,
+  type MongoCollectionKind,
   type MongoDialectOption,
+  type MongoStoreOptions,
 } from '../src/index.js';
 
 let contexts = 0;
@@ -24,6 +27,55 @@ export async function whenReady<T extends { ready(): Promise<void> }>(store: T):
 /** A name no other test run uses: for databases and collection prefixes. */
 export function uniqueName(stem: string): string {
   return `${stem}_${process.pid}_${Date.now().toString(36)}_${(contexts++).toString(36)}`;
+}
+
+/** Fresh collection names, one for each kind of collection the stores write (`processClaims`: the process backend's claims). */
+export function storeNames(): Record<MongoCollectionKind, string> {
+  const processCollection = uniqueName('process');
+  return {
+    kv: uniqueName('kv'),
+    snapshots: uniqueName('snap'),
+    workflowLocks: uniqueName('wf'),
+    locks: uniqueName('locks'),
+    cache: uniqueName('cache'),
+    circuitBreaker: uniqueName('circuit'),
+    checkpoints: uniqueName('cp'),
+    idempotency: uniqueName('idem'),
+    process: processCollection,
+    processClaims: processIndexSpec(processCollection).claims.collection,
+  };
+}
+
+/**
+ * One store of every kind on `connection` (a url or client, the database, a dialect…), each
+ * on its collection of `names`: the snapshot store with workflow locks and the prefix `p`, the
+ * cache with the prefix `c`, so that their commands carry a prefix. Created, not started:
+ * `ready()` starts them one after the other; `all` is the list of them.
+ */
+export function everyStore(connection: Omit<MongoStoreOptions, 'collection'>, names = storeNames()) {
+  const on = (kind: MongoCollectionKind) => ({ ...connection, collection: names[kind] });
+  const stores = {
+    kv: new MongoKeyValueStore(on('kv')),
+    snapshots: mongo<JsonObject>({ ...on('snapshots'), prefix: 'p', lock: { collection: names.workflowLocks } }),
+    locks: new MongoLockProvider(on('locks')),
+    cache: new MongoCacheProvider({ ...on('cache'), prefix: 'c' }),
+    breaker: new MongoCircuitBreakerStore(on('circuitBreaker')),
+    checkpoints: new MongoCheckpointStore(on('checkpoints')),
+    idempotency: new MongoIdempotencyStore(on('idempotency')),
+    backend: new MongoProcessBackend(on('process')),
+  };
+  const all = Object.values(stores);
+  return {
+    ...stores,
+    names,
+    all,
+    async ready(): Promise<void> {
+      for (const store of all) await store.ready();
+    },
+    async close(): Promise<void> {
+      await Promise.all(all.map((store) => store.close()));
+    },
+  };
 }
 
 export interface MongoTestServer {
@@ -69,19 +121,7 @@ export function mongoAdapter(server: MongoTestServer, dialect: MongoDialectOptio
   return {
     name: `mongo ${dialect === 'auto' ? '' : `${dialect} dialect `}${variant ? `${variant.name} ` : ''}(${server.label})`,
     createContext() {
-      const stem = uniqueName('c');
-      const names = {
-        kv: `${stem}_kv`,
-        snapshots: `${stem}_snapshots`,
-        workflowLocks: `${stem}_wflocks`,
-        locks: `${stem}_locks`,
-        cache: `${stem}_cache`,
-        circuit: `${stem}_circuit`,
-        checkpoints: `${stem}_checkpoints`,
-        idempotency: `${stem}_idempotency`,
-        process: `${stem}_process`,
-        processClaims: `${stem}_process_claims`,
-      };
+      const names = storeNames();
       const shared = variant?.sharedClient ? new MongoClient(server.url, variant.clientOptions) : undefined;
       const mode = variant?.readPreference;
       const connected = shared && mode ? shared.connect().then(() => switchReadPreference(shared, mode)) : Promise.resolve();
@@ -106,7 +146,7 @@ export function mongoAdapter(server: MongoTestServer, dialect: MongoDialectOptio
         ),
         locks: after(() => whenReady(new MongoLockProvider({ ...base, collection: names.locks }))),
         cache: after((options) => whenReady(new MongoCacheProvider({ ...base, ...options, collection: names.cache }))),
-        circuitBreaker: after(() => whenReady(new MongoCircuitBreakerStore({ ...base, collection: names.circuit }))),
+        circuitBreaker: after(() => whenReady(new MongoCircuitBreakerStore({ ...base, collection: names.circuitBreaker }))),
         checkpoints: after((options) => whenReady(new MongoCheckpointStore({ ...base, ...options, collection: names.checkpoints }))),
         idempotency: after(() => whenReady(new MongoIdempotencyStore({ ...base, collection: names.idempotency }))),
         process: after(() => whenReady(new MongoProcessBackend({ ...base, collection: names.process }))),

@@ -13,7 +13,8 @@ import {
   MongoProcessBackend,
   mongo,
 } from '../src/index.js';
-import { uniqueName, whenReady } from './mongo-adapter.js';
+import { monitoredClient } from './helpers.js';
+import { everyStore, uniqueName, whenReady } from './mongo-adapter.js';
 import { essentials } from './pipeline-commands.support.js';
 import { describeEachServer, openTestServers } from './server.js';
 
@@ -41,12 +42,11 @@ const RELEASE = { $unset: { owner: '', expiresAt: '' } };
 
 describeEachServer(servers, 'commands of the pipeline dialect', (s) => {
   let client: MongoClient;
-  const commands: CommandStartedEvent[] = [];
+  let commands: CommandStartedEvent[];
   const options = (stem: string) => ({ client, database: s.database, collection: uniqueName(stem), dialect: 'pipeline' as const });
 
   beforeAll(async () => {
-    client = await new MongoClient(s.url, { monitorCommands: true }).connect();
-    client.on('commandStarted', (event) => commands.push(event));
+    ({ client, commands } = await monitoredClient(s));
   });
   afterAll(() => client?.close());
 
@@ -59,13 +59,9 @@ describeEachServer(servers, 'commands of the pipeline dialect', (s) => {
   }
 
   it('every operation sends exactly this one command', async () => {
-    const kv = await whenReady(new MongoKeyValueStore(options('pc_kv')));
-    const snapshots = await whenReady(mongo<JsonObject>({ ...options('pc_snapshots'), prefix: 'p', lock: { collection: uniqueName('pc_wflocks') } }));
-    const locks = await whenReady(new MongoLockProvider(options('pc_locks')));
-    const cache = await whenReady(new MongoCacheProvider({ ...options('pc_cache'), prefix: 'c' }));
-    const breaker = await whenReady(new MongoCircuitBreakerStore(options('pc_circuit')));
-    const idempotency = await whenReady(new MongoIdempotencyStore(options('pc_idempotency')));
-    const backend = await whenReady(new MongoProcessBackend(options('pc_process')));
+    const stores = everyStore({ client, database: s.database, dialect: 'pipeline' });
+    await stores.ready();
+    const { kv, snapshots, locks, cache, breaker, idempotency, backend } = stores;
 
     const expected: [string, () => Promise<unknown>, Document][] = [
       // Key-value store
@@ -358,7 +354,7 @@ describeEachServer(servers, 'commands of the pipeline dialect', (s) => {
       ],
     ];
     for (const [name, operation, command] of expected) expect(await sent(operation), name).toEqual([command]);
-    await Promise.all([kv, snapshots, locks, cache, breaker, idempotency, backend].map((store) => store.close()));
+    await stores.close();
   });
 
   it('process versions: a claim is one findAndModify, a new version one findAndModify upsert with $$NOW', async () => {

@@ -13,6 +13,14 @@ const servers = await openTestServers('stowage_processes');
 
 const PROCESSES = 6;
 
+/** Whether the server runs an update as one atomic step (`capabilities.atomicUpdates`), as a store on it reports. */
+async function atomicUpdates(s: OpenedTestServer): Promise<boolean> {
+  const probe = await whenReady(new MongoKeyValueStore({ url: s.url, database: s.database, collection: uniqueName('probe') }));
+  const atomic = probe.capabilities.atomicUpdates !== false;
+  await probe.close();
+  return atomic;
+}
+
 async function runChildren<T>(s: OpenedTestServer, mode: string, collection: string, count: number): Promise<T[]> {
   const child = new URL('./fixtures/contention-child.ts', import.meta.url).pathname;
   const hooks = new URL('./fixtures/ts-source-hooks.mjs', import.meta.url).pathname;
@@ -30,10 +38,7 @@ async function runChildren<T>(s: OpenedTestServer, mode: string, collection: str
 
 describeEachServer(servers, `${PROCESSES} OS processes at once`, (s) => {
   it('circuit breaker: no recordFailure increment is lost and exactly one caller sees the count that opens the circuit', async (context) => {
-    const probe = await whenReady(new MongoKeyValueStore({ url: s.url, database: s.database, collection: uniqueName('probe') }));
-    const atomic = probe.capabilities.atomicUpdates !== false;
-    await probe.close();
-    if (!atomic) return context.skip('needs atomicUpdates: this server runs updates as a read and a separate write (FerretDB 1.x)');
+    if (!(await atomicUpdates(s))) return context.skip('needs atomicUpdates: this server runs updates as a read and a separate write (FerretDB 1.x)');
     const perProcess = 25;
     const results = await runChildren<{ counts: number[] }>(s, 'recordFailure', uniqueName('circuit'), perProcess);
     const counts = results.flatMap((result) => result.counts).sort((a, b) => a - b);
@@ -52,10 +57,7 @@ describeEachServer(servers, `${PROCESSES} OS processes at once`, (s) => {
   });
 
   it('locks: processes taking turns on one lock (waiting, woken or polling) all get distinct fences', async (context) => {
-    const probe = await whenReady(new MongoKeyValueStore({ url: s.url, database: s.database, collection: uniqueName('probe') }));
-    const atomic = probe.capabilities.atomicUpdates !== false;
-    await probe.close();
-    if (!atomic) return context.skip('needs atomicUpdates: a free lease can be taken twice where updates are not atomic (FerretDB 1.x)');
+    if (!(await atomicUpdates(s))) return context.skip('needs atomicUpdates: a free lease can be taken twice where updates are not atomic (FerretDB 1.x)');
     const perProcess = 10;
     const results = await runChildren<{ fences: number[] }>(s, 'acquire', uniqueName('locks'), perProcess);
     const fences = results.flatMap((result) => result.fences);

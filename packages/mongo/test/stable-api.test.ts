@@ -1,18 +1,8 @@
-import type { JsonObject } from '@stowage/core';
-import { MongoClient, type CommandStartedEvent, type Document } from 'mongodb';
+import type { Document } from 'mongodb';
 import { expect, it } from 'vitest';
-import {
-  MongoCacheProvider,
-  MongoCheckpointStore,
-  MongoCircuitBreakerStore,
-  MongoIdempotencyStore,
-  MongoKeyValueStore,
-  MongoLockProvider,
-  MongoProcessBackend,
-  mongo,
-  type MongoDialectOption,
-} from '../src/index.js';
-import { uniqueName, whenReady } from './mongo-adapter.js';
+import type { MongoDialectOption } from '../src/index.js';
+import { monitoredClient } from './helpers.js';
+import { everyStore, uniqueName } from './mongo-adapter.js';
 import { describeEachServer, openTestServers } from './server.js';
 
 /**
@@ -38,22 +28,12 @@ const NOT_IN_API_V1 = new Set(['$collStats', '$currentOp', '$indexStats', '$list
 describeEachServer(servers, 'a store on a strict Stable API client', (s) => {
   for (const dialect of ['auto', 'pipeline', 'classic'] as MongoDialectOption[]) {
     it(`sends only commands of Stable API V1 (dialect ${dialect}), detection and schema included`, async () => {
-      const commands: CommandStartedEvent[] = [];
-      const client = new MongoClient(s.url, { monitorCommands: true, serverApi: { version: '1', strict: true } });
-      client.on('commandStarted', (event) => commands.push(event));
-      await client.connect();
+      const { client, commands } = await monitoredClient(s, { serverApi: { version: '1', strict: true } });
       try {
         // A database of its own: detection runs once per client and database, and must be seen.
-        const database = uniqueName('api');
-        const options = (stem: string) => ({ client, database, collection: uniqueName(stem), dialect });
-        const kv = await whenReady(new MongoKeyValueStore(options('kv')));
-        const snapshots = await whenReady(mongo<JsonObject>({ ...options('snap'), prefix: 'p', lock: { collection: uniqueName('wf') } }));
-        const locks = await whenReady(new MongoLockProvider(options('locks')));
-        const cache = await whenReady(new MongoCacheProvider({ ...options('cache'), prefix: 'c' }));
-        const breaker = await whenReady(new MongoCircuitBreakerStore(options('circuit')));
-        const checkpoints = await whenReady(new MongoCheckpointStore(options('cp')));
-        const idempotency = await whenReady(new MongoIdempotencyStore(options('idem')));
-        const backend = await whenReady(new MongoProcessBackend(options('process')));
+        const stores = everyStore({ client, database: uniqueName('api'), dialect });
+        await stores.ready();
+        const { kv, snapshots, locks, cache, breaker, checkpoints, idempotency, backend } = stores;
         const operations: (() => Promise<unknown>)[] = [
           () => kv.set('k', 'v', { ttl: 60_000 }),
           () => kv.get('k'),
@@ -83,7 +63,7 @@ describeEachServer(servers, 'a store on a strict Stable API client', (s) => {
         ];
         // A forced pipeline dialect on a server without pipelines fails its writes; the commands are what is looked at.
         for (const operation of operations) await (dialect === 'pipeline' && s.product !== 'mongodb' ? operation().catch(() => undefined) : operation());
-        await Promise.all([kv, snapshots, locks, cache, breaker, checkpoints, idempotency, backend].map((store) => store.close()));
+        await stores.close();
       } finally {
         await client.close();
       }
