@@ -54,9 +54,8 @@ export { ProcessBackendBase } from './process.js';
 /** awaitly's key-value persistence for an adapter's async factory: resolves once its prefix is recorded. */
 export { openStatePersistence } from '../persistence.js';
 
-/** An adapter's own options: the options object, durations (`E_INVALID_OPTION`), flags. */
+/** An adapter's own options: the options object and flags (`E_INVALID_OPTION`). */
 export { assertOptionsObject, booleanOption } from './options.js';
-export { assertOptionalDuration } from '../keys.js';
 /** Keys: their order (code points), their size in UTF-8 bytes, and how to name a bad value in an error. */
 export { compareKeys, describeType, describeValue, utf8ByteLength } from '../keys.js';
 /**
@@ -76,8 +75,9 @@ export { sleep } from '../clock.js';
  * Cleanup the same on every backend: the background sweeper of each table or collection
  * (`Sweepers` per shared connection, `activeSweepers` for tests and diagnostics), the
  * `cleanupInterval` option (`cleanupIntervalOf`, default `DEFAULT_CLEANUP_INTERVAL`), and
- * retention: the options (`retentionOf`, `finishedAfterOf`), which snapshots are finished
- * (`FINISHED_STATUSES`), and deleting in bounded batches (`clearInBatches`).
+ * retention: its periods (`retentionOf`; the snapshot and process bases read their options),
+ * which snapshots are finished (`FINISHED_STATUSES`), and deleting in bounded batches
+ * (`clearInBatches`).
  */
 export {
   DEFAULT_CLEANUP_INTERVAL,
@@ -88,4 +88,4 @@ export {
   type SweepRegistration,
   type TableSweeper,
 } from './sweeper.js';
-export { FINISHED_STATUSES, clearInBatches, finishedAfterOf, retentionOf } from './retention.js';
+export { FINISHED_STATUSES, clearInBatches, retentionOf } from './retention.js';
