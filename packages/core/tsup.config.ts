@@ -1,4 +1,5 @@
 import { defineConfig } from 'tsup';
+import { libraryBuild } from '../../tsup.packages.js';
 
 export default defineConfig({
   entry: {
@@ -13,12 +14,7 @@ export default defineConfig({
     // The multi-process crash test, for adapters' worker scripts and tests.
     'conformance/crash': 'src/conformance/crash-scenario.ts',
   },
-  format: ['esm', 'cjs'],
-  dts: true,
-  clean: true,
-  // No source maps: they were half of every tarball, and dist is unminified, readable JavaScript.
-  sourcemap: false,
-  target: 'node22',
+  ...libraryBuild,
   // One copy of each module across the entry points, for CommonJS too: a StowageError thrown by
   // the kit (`@stowage/core/adapter`) must be an `instanceof` the one users import from the root.
   splitting: true,
