@@ -67,7 +67,7 @@ export async function callerCode<T>(fn: () => T | Promise<T>): Promise<T> {
  *
  * `close()` is idempotent. From its first call every new call rejects with `E_CLOSED`; waits
  * that could last long (a lock acquisition with `wait`) end at once with `E_CLOSED`; calls
- * already sent to the database finish as they would have; then the adapter's `_close()` frees
+ * already sent to the database finish as they would have; then the handle's `close()` frees
  * what it opened, and only then does `close()` resolve. Nothing is left pending.
  *
  * Telemetry lives here too: each call is published on the `stowage:operation` tracing channel
@@ -194,7 +194,7 @@ export abstract class StoreBase implements StowageResource {
   protected _bind?(transaction: object): this;
 
   /**
-   * Runs `fn` in a new transaction on the store's own connection (see {@link _runTransaction}),
+   * Runs `fn` in a new transaction on the store's own connection (see {@link StoreHandle.transaction}),
    * with the store's view bound to it: what `runOnce` and transactional process states are
    * built on. `E_INVALID_OPTION` where the backend cannot begin transactions.
    */
