@@ -154,26 +154,31 @@ describeServer('postgres: stores used together', () => {
     const tables = freshTables();
     const applicationName = `stowage-test-compose-skip-${tables.kv}`;
     const kv = new PostgresKeyValueStore({ url, applicationName, table: tables.kv, cleanupInterval: false });
-    await kv.setMany(['held', 'held-too', 'free', 'gone'].map((key) => ({ key, value: '1' })));
-    const holder = await admin.connect();
+    const keys = ['held-a', 'held-b', 'held-c', 'free', 'gone'];
+    await kv.setMany(keys.map((key) => ({ key, value: '1' })));
+    // Clients of their own: the admin pool (3 connections) still answers waitingLocks meanwhile.
+    const holders = ['held-a', 'held-b', 'held-c'].map(() => new pg.Client({ connectionString: url }));
+    await Promise.all(holders.map((holder) => holder.connect()));
     let heldSettled = false;
     try {
-      await holder.query('BEGIN');
-      await holder.query(`UPDATE "${tables.kv}" SET value = 'locked' WHERE key IN ('held', 'held-too')`);
-      // One tick: a batch of two sets and a batch of two deletes, each with one held key.
-      const held = Promise.all([kv.set('held', '2'), kv.delete('held-too')]).finally(() => (heldSettled = true));
+      // Each held key is held by a transaction of its own.
+      for (const [i, key] of ['held-a', 'held-b', 'held-c'].entries()) {
+        await holders[i]!.query('BEGIN');
+        await holders[i]!.query(`UPDATE "${tables.kv}" SET value = 'locked' WHERE key = $1`, [key]);
+      }
+      // One tick: a batch of three sets and a batch of two deletes.
+      const held = Promise.all([kv.set('held-a', '2'), kv.set('held-b', '2'), kv.delete('held-c')]).finally(() => (heldSettled = true));
       const [free, gone] = await Promise.all([kv.set('free', '2'), kv.delete('gone')]);
       expect([free, gone]).toEqual([undefined, true]);
-      // The held keys' calls wait, each alone, for the transaction that holds their rows.
+      // The held keys' calls wait, each alone and side by side, each for the transaction that holds its row.
       expect(heldSettled).toBe(false);
-      while ((await waitingLocks(applicationName)) < 2) await sleep(20);
-      await holder.query('ROLLBACK');
-      expect(await held).toEqual([undefined, true]);
+      while ((await waitingLocks(applicationName)) < 3) await sleep(20);
+      for (const holder of holders) await holder.query('ROLLBACK');
+      expect(await held).toEqual([undefined, undefined, true]);
     } finally {
-      await holder.query('ROLLBACK');
-      holder.release();
+      await Promise.all(holders.map((holder) => holder.end()));
     }
-    expect(await kv.getMany(['held', 'held-too', 'free', 'gone'])).toEqual(['2', null, '2', null]);
+    expect(await kv.getMany(keys)).toEqual(['2', '2', null, '2', null]);
     await kv.close();
   });
 

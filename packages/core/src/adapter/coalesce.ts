@@ -99,14 +99,18 @@ export class Coalescer {
     if (calls.length === 1) return eachAlone();
     try {
       const outputs = await operation.runBatch(calls.map((call) => call.input));
-      const alone = calls.filter((call, index) => {
+      // The calls handed back, by key: each key's in call order, the keys side by side (a call
+      // waits only for the transaction that holds its own key).
+      const alone = new Map<string, Call[]>();
+      calls.forEach((call, index) => {
         const output = outputs[index];
-        if (output === RUN_ALONE) return true;
-        call.resolve(output);
-        return false;
+        if (output !== RUN_ALONE) return call.resolve(output);
+        const key = operation.key(call.input);
+        alone.set(key, [...(alone.get(key) ?? []), call]);
       });
-      // In call order: two calls of one key handed back run one after the other, as they were made.
-      for (const call of alone) await settle(call, operation.runOne(call.input));
+      await Promise.all([...alone.values()].map(async (ofKey) => {
+        for (const call of ofKey) await settle(call, operation.runOne(call.input));
+      }));
     } catch (error) {
       if (isAboutTheConnection(this.#mapError(error))) for (const call of calls) call.reject(error);
       else await eachAlone();
