@@ -1,5 +1,5 @@
 import { StowageError } from '@stowage/core';
-import { booleanOption, cleanupIntervalOf, describeType, describeValue, retentionOf, utf8ByteLength, type StoreIdentity } from '@stowage/core/adapter';
+import { booleanOption, cleanupIntervalOf, describeType, describeValue, utf8ByteLength, type StoreIdentity } from '@stowage/core/adapter';
 import type { ConnectionSource, PostgresPool } from './connection/types.js';
 import { DEFAULT_TABLE_NAMES, TableName, type TableKind } from './schema/names.js';
 
@@ -153,9 +153,6 @@ function serverOf(source: ConnectionSource): Pick<StoreIdentity, 'namespace' | '
     ...(host !== undefined && { server: { address: host, ...(Number.isInteger(port) && { port }) } }),
   };
 }
-
-/** Retention periods are read as on every backend (the kit's `retentionOf`). */
-export { retentionOf };
 
 function connectionSource(options: PostgresConnectionOptions): ConnectionSource {
   const preparedStatements = booleanOption(options.preparedStatements, 'preparedStatements', true);

@@ -15,10 +15,10 @@ import type {
   TransitionRequest,
 } from '@stowage/core';
 import { StowageError } from '@stowage/core';
-import { ProcessBackendBase, booleanOption } from '@stowage/core/adapter';
+import { ProcessBackendBase, booleanOption, retentionOf } from '@stowage/core/adapter';
 import { listeningHandle, storeDatabase, type StoreDatabase } from '../database.js';
 import { decodeText, encodeText } from '../key-encoding.js';
-import { postgresSettings, retentionOf, storeIdentity, type PostgresStoreOptions } from '../options.js';
+import { postgresSettings, storeIdentity, type PostgresStoreOptions } from '../options.js';
 import { clearExpiredInBatches, dateFromMs } from '../sql.js';
 import type { ReleaseWakeups } from '../wakeups.js';
 import { PostgresProcessFeed, parseFeedPosition, type FeedPosition } from './feed.js';
