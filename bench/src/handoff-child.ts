@@ -16,6 +16,7 @@ export type ToChild =
   | { cmd: 'wait'; key: string; waiters: number; ttl: number }
   | { cmd: 'hold'; key: string; ttl: number }
   | { cmd: 'release' }
+  | { cmd: 'line'; key: string; waiters: number }
   | { cmd: 'stop' };
 export type FromChild =
   | { type: 'ready'; wakeups: boolean }
@@ -23,6 +24,7 @@ export type FromChild =
   | { type: 'released'; releasing: number; statements: number }
   | { type: 'waiting' }
   | { type: 'done'; events: { granted: number; releasing: number }[]; statements: number; byKind: Record<string, number> }
+  | { type: 'line'; enqueueMs: number; heapBytes: number; leaveMs: number }
   | { type: 'error'; message: string };
 
 const now = (): number => Number(process.hrtime.bigint()) / 1e6;
@@ -123,6 +125,9 @@ async function main(): Promise<void> {
         void held!.release().then(() => send({ type: 'released', releasing, statements: statements - before }), fail);
         return;
       }
+      case 'line':
+        void line(opened.provider, message).then(send, fail);
+        return;
       default:
         void round(opened.provider, message).then(send, fail);
     }
@@ -148,6 +153,31 @@ async function round(provider: LockProvider, message: Extract<ToChild, { cmd: 'w
   await Promise.all(done);
   const kinds = Object.fromEntries([...byKind].map(([kind, n]) => [kind, n - (startKinds.get(kind) ?? 0)]).filter(([, n]) => (n as number) > 0));
   return { type: 'done', events, statements: statements - startStatements, byKind: kinds };
+}
+
+/**
+ * The lock line at scale: while this process holds the key, `waiters` acquisitions join its
+ * line; then close() makes every one of them leave (E_CLOSED). Enqueued means every call has
+ * run up to its wait: the calling loop and one turn of the event loop. The provider is closed
+ * afterwards, so a process measures one line.
+ */
+async function line(provider: LockProvider, message: Extract<ToChild, { cmd: 'line' }>): Promise<FromChild> {
+  const holder = await provider.acquire(message.key, 600_000);
+  if (holder === null) throw new Error('the line\'s holder could not take the free lock');
+  const heapBefore = process.memoryUsage().heapUsed;
+  const started = performance.now();
+  const waiting: Promise<unknown>[] = [];
+  for (let i = 0; i < message.waiters; i++) waiting.push(provider.acquire(message.key, 600_000, { wait: 600_000 }).catch((error: unknown) => error));
+  await new Promise((resolve) => setImmediate(resolve));
+  const enqueueMs = performance.now() - started;
+  const heapBytes = process.memoryUsage().heapUsed - heapBefore;
+  const leaving = performance.now();
+  await provider.close();
+  const outcomes = await Promise.all(waiting);
+  const leaveMs = performance.now() - leaving;
+  const notClosed = outcomes.find((outcome) => (outcome as { code?: string } | null)?.code !== 'E_CLOSED');
+  if (notClosed !== undefined) throw new Error(`a waiter of the line ended with ${String(notClosed)} instead of E_CLOSED`);
+  return { type: 'line', enqueueMs, heapBytes, leaveMs };
 }
 
 main().catch((error: unknown) => {

@@ -12,6 +12,11 @@
  * Targets (wake-ups): 64 waiters ≤ 3 statements per acquisition and p50 ≤ 5 ms; 256 waiters
  * p50 ≤ 2× the 8-waiter p50. Shown without a target: the same 64 waiters spread over four
  * processes (each wakes its own turn, so a release wakes one waiter per process), and polling.
+ *
+ * The lock line at scale (go-go-scope or awaitly code with a hot key, a burst of requests all
+ * waiting for it): 10,000 and 100,000 waiters join one process's line, each process fresh;
+ * target: 100,000 enqueue in under 1 s. Joining and leaving cost the same per waiter at both
+ * sizes when they are O(1).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +27,9 @@ import { percentile } from './stats.ts';
 import type { Section, SectionRow, SectionTable } from './types.ts';
 
 export const HANDOFF_TARGETS = { statementsAt64: 3, p50At64Ms: 5, p50GrowthAt256: 2 };
+/** Waiters of the lock-line table, and the target: the largest line enqueues in under this. */
+export const LINE_WAITERS = [10_000, 100_000];
+export const LINE_ENQUEUE_TARGET_MS = 1_000;
 const TTL = 30_000;
 const ROUND_TIMEOUT_MS = 180_000;
 
@@ -240,7 +248,39 @@ export function handoffSection(target: (wakeups: boolean) => HandoffTarget, opti
         const note = plan.wakeups ? 'no target: each process wakes its own next waiter on every release' : 'no target: polling every 50 ms';
         table.rows.push({ cells: cells(m), note, data: data(m) });
       }
-      return [table];
+      return [table, await lineTable(target, log)];
     },
   };
+}
+
+async function lineTable(target: (wakeups: boolean) => HandoffTarget, log: (line: string) => void): Promise<SectionTable> {
+  const table: SectionTable = {
+    id: 'lock-line',
+    title: `lock line: n waiters on one held key join one provider's line, then close() makes them all leave (target: ${LINE_WAITERS.at(-1)!.toLocaleString('en')} enqueue in < ${LINE_ENQUEUE_TARGET_MS} ms)`,
+    header: ['waiters', 'enqueue ms', 'µs/waiter', 'heap/waiter', 'all leave ms', 'µs/waiter'],
+    align: ['r', 'r', 'r', 'r', 'r', 'r'],
+    rows: [],
+    notes: ['enqueued: the calling loop and one event-loop turn, in a fresh process; heap/waiter is heapUsed before and after, without a forced collection'],
+  };
+  for (const waiters of LINE_WAITERS) {
+    const child = new Child(target(true));
+    try {
+      await child.next('ready', 60_000);
+      child.send({ cmd: 'line', key: `line:${waiters}:${process.pid}`, waiters });
+      const m = await child.next('line');
+      log(`  lock line ${waiters} waiters: enqueued in ${ms(m.enqueueMs)} ms, left in ${ms(m.leaveMs)} ms`);
+      const row: SectionRow = {
+        cells: [waiters.toLocaleString('en'), ms(m.enqueueMs), ms((m.enqueueMs * 1000) / waiters), `${Math.round(m.heapBytes / waiters)} B`, ms(m.leaveMs), ms((m.leaveMs * 1000) / waiters)],
+        data: { waiters, enqueueMs: m.enqueueMs, heapBytes: m.heapBytes, leaveMs: m.leaveMs },
+      };
+      if (waiters === LINE_WAITERS.at(-1)) row.check = check(`lock line ${waiters} waiters`, `enqueue < ${LINE_ENQUEUE_TARGET_MS} ms`, `${ms(m.enqueueMs)} ms`, m.enqueueMs < LINE_ENQUEUE_TARGET_MS);
+      else row.note = 'no target: the per-waiter cost at a tenth of the size';
+      table.rows.push(row);
+    } catch (error) {
+      table.rows.push({ cells: [waiters.toLocaleString('en'), '-', '-', '-', '-', '-'], check: check(`lock line ${waiters} waiters runs`, 'no error', (error as Error).message, false) });
+    } finally {
+      await child.stop().catch(() => undefined);
+    }
+  }
+  return table;
 }

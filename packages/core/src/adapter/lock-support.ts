@@ -111,10 +111,10 @@ export class WaitLines {
 
   join(key: string): Place {
     const line = this.#lines.get(key);
-    const place: Place = { turn: Promise.withResolvers<void>(), wake: Promise.withResolvers<void>(), handedOn: false, previous: line?.last, next: undefined };
+    const place: Place = { turn: undefined, wake: undefined, handedOn: false, previous: line?.last, next: undefined };
     if (line === undefined) {
+      place.wake = Promise.withResolvers<void>();
       this.#lines.set(key, { first: place, last: place });
-      place.turn.resolve();
     } else {
       line.last.next = place;
       line.last = place;
@@ -139,14 +139,15 @@ export class WaitLines {
       this.#lines.delete(key);
     } else if (previous === undefined) {
       next!.handedOn = granted;
+      next!.wake = Promise.withResolvers<void>();
       if (!granted) next!.wake.resolve();
-      next!.turn.resolve();
+      next!.turn?.(true);
     }
   }
 
   /** `driver`, with every release and force-release waking the first in line of its key. */
   announcing(driver: LeaseDriver): LeaseDriver {
-    const released = (key: string) => this.#lines.get(key)?.first.wake.resolve();
+    const released = (key: string) => this.#lines.get(key)?.first.wake?.resolve();
     return {
       acquire: (key, owner, ttl) => driver.acquire(key, owner, ttl),
       extend: (key, owner, ttl) => driver.extend(key, owner, ttl),
@@ -176,10 +177,14 @@ interface Resolvers {
   reject: (reason?: unknown) => void;
 }
 
-/** A waiting acquisition's place in line: `turn` once it is first, `wake` on a release here. */
+/**
+ * A waiting acquisition's place in line. Most of a long line only waits for its turn, so a place
+ * holds little until it is first: `turn` is called when it becomes first, and `wake` (made then)
+ * resolves on a release here.
+ */
 interface Place {
-  turn: Resolvers;
-  wake: Resolvers;
+  turn: ((came: true) => void) | undefined;
+  wake: Resolvers | undefined;
   /**
    * First because the one ahead was granted the lease: its release here wakes this place, so
    * the database's announcement of an earlier release (still on its way) is not waited for.
@@ -245,7 +250,7 @@ export async function acquireWithWait(
         const remaining = deadline - performance.now();
         if (remaining <= 0) return null;
         const woken = await pause(Math.min(options.pollInterval, remaining), signal, (paused) => [
-          place.wake.promise,
+          place.wake!.promise,
           ...(driver.waitForRelease && !place.handedOn ? [driver.waitForRelease(key, paused, waitingSince)] : []),
         ]);
         if (woken && observed) observed.wakeups++;
@@ -264,20 +269,23 @@ export async function acquireWithWait(
 
 /**
  * Waits at most `ms` for `place`'s turn; true when it came. Rejects with `signal`'s reason.
- * Most of a long line waits here, so it holds only a timer and a callback per waiter (a
+ * Most of a long line waits here, so a waiter holds one promise, one callback and a timer (a
  * {@link pause} builds an `AbortController` and more for each).
  */
 function waitForTurn(place: Place, ms: number, signal: AbortSignal): Promise<boolean> {
   if (ms <= 0) return Promise.resolve(false);
   return new Promise((resolve, reject) => {
-    const end = (outcome: () => void) => {
+    // Called with true by the turn, false by the timer, nothing by an abort.
+    const settle = (came?: boolean) => {
       clearTimeout(timer);
       stopListening();
-      outcome();
+      place.turn = undefined;
+      if (signal.aborted) reject(callerError(signal.reason));
+      else resolve(came === true);
     };
-    const timer = setTimeout(() => end(() => resolve(false)), ms);
-    const stopListening = onAbort(signal, () => end(() => reject(callerError(signal.reason))));
-    void place.turn.promise.then(() => end(() => resolve(!signal.aborted)));
+    const timer = setTimeout(settle, ms, false);
+    const stopListening = onAbort(signal, settle);
+    place.turn = settle;
   });
 }
 
@@ -326,9 +334,8 @@ function onAbort(signal: AbortSignal, callback: () => void): () => void {
       for (const each of registered) each();
     }, { once: true });
   }
-  const own = () => callback();
-  callbacks.add(own);
-  return () => void callbacks.delete(own);
+  callbacks.add(callback);
+  return () => void callbacks.delete(callback);
 }
 
 /** Rejects with the signal's reason, as the caller's own error (see `callerError`). */

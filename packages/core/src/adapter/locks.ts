@@ -20,6 +20,8 @@ import { StoreBase, type StoreHandle } from './store.js';
 export abstract class LockProviderBase extends StoreBase implements LockProvider {
   protected readonly leases: LeaseDriver;
   readonly #lines = new WaitLines();
+  /** How a handle from `acquire` runs its calls; one function for every handle. */
+  readonly #run: LockCallRunner = (operation, run, subject) => this.call(operation, run, subject);
 
   protected constructor(identity: string | StoreIdentity, handle: StoreHandle, leases: LeaseDriver) {
     super(identity, handle, 'locks');
@@ -27,7 +29,7 @@ export abstract class LockProviderBase extends StoreBase implements LockProvider
   }
 
   acquire(key: string, ttl: number, ownerOrOptions?: string | AcquireOptions): Promise<LockHandle | null> {
-    return this.call('locks.acquire', () => this.#acquire(key, ttl, ownerOrOptions, (operation, run, subject) => this.call(operation, run, subject)), key);
+    return this.call('locks.acquire', () => this.#acquire(key, ttl, ownerOrOptions, this.#run), key);
   }
 
   extend(key: string, ttl: number, owner: string): Promise<boolean> {
