@@ -72,4 +72,35 @@ describeServer('lock hand-off among the waiters of one provider', () => {
       for (const pool of pools) await pool.end();
     }
   });
+
+  /**
+   * The hand-off without an announcement is for the waiters that were in line when the provider
+   * won the key (its batch): one that came later waits for a release every process hears, so a
+   * busy provider cannot keep the key from the others' waiters.
+   */
+  test('a waiter that came after its provider won the key is handed it only by an announced release', { timeout: 60_000 }, async () => {
+    const pool = new CountingPool(new pg.Pool({ connectionString: url, max: 2, application_name: 'stowage-test-handoff' }));
+    const locks = new PostgresLockProvider({ pool, table: tables.locks, cleanupInterval: false });
+    try {
+      await locks.ready();
+      expect(locks.capabilities.wakeups, 'LISTEN works on this server').toBe(true);
+      const waiting = { wait: 30_000, pollInterval: 60_000 };
+      // In line before the first is granted: handed on, unannounced.
+      const first = locks.acquire('batch', 60_000, waiting);
+      const second = locks.acquire('batch', 60_000, waiting);
+      const winner = (await first)!;
+      // Came after the provider won the key: not in its batch.
+      const late = locks.acquire('batch', 60_000, waiting);
+      pool.reset();
+      await winner.release();
+      const handed = (await second)!;
+      await handed.release();
+      expect(await late, 'granted on the announced release').not.toBeNull();
+      const releases = pool.statements.filter((text) => text.includes("'-infinity'"));
+      expect(releases.map((text) => text.includes('pg_notify'))).toEqual([false, true]);
+    } finally {
+      await locks.close();
+      await pool.end();
+    }
+  });
 });

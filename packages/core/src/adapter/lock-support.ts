@@ -121,6 +121,8 @@ export function parseAcquireArgs(key: unknown, ttl: unknown, ownerOrOptions: unk
  */
 export class WaitLines {
   readonly #lines = new Map<string, Line>();
+  /** The driver's `announcesReleases` (see {@link announcing}): batches matter only while it is true. */
+  #announces: () => boolean = () => false;
 
   /** Whether acquisitions of `key` wait here. */
   waiting(key: string): boolean {
@@ -158,7 +160,8 @@ export class WaitLines {
     if (previous === undefined && next === undefined) {
       this.#lines.delete(key);
     } else if (previous === undefined) {
-      next!.handedOn = granted && next!.since <= line.batchSince;
+      // Where releases are not announced to every process, every release here is handed on.
+      next!.handedOn = granted && (next!.since <= line.batchSince || !this.#announces());
       if (!granted) (next!.wake = Promise.withResolvers<void>()).resolve();
       next!.turn?.(true);
     }
@@ -166,15 +169,19 @@ export class WaitLines {
 
   /**
    * `driver`, with every release and force-release waking the first in line of its key: at
-   * once when it is handed the key (and the release says `handedOn`), or when the driver does
-   * not announce releases to every process; otherwise it hears the announcement as the other
-   * processes' waiters do.
+   * once when it is handed the key (the release then says `handedOn`), or when the driver does
+   * not announce releases to every process (then every release here hands the key on, as
+   * before batches); otherwise it hears the announcement as the other processes' waiters do.
    */
   announcing(driver: LeaseDriver): LeaseDriver {
+    this.#announces = () => driver.announcesReleases?.() === true;
     const releasing = async <T>(key: string, end: (handedOn: boolean) => Promise<T>): Promise<T> => {
-      const result = await end(this.#lines.get(key)?.first.handedOn === true);
+      // Not announcing to every process, a release is announced as it always was (to processes
+      // that can hear it) and wakes the first here at once.
+      const announces = this.#announces();
+      const result = await end(announces && this.#lines.get(key)?.first.handedOn === true);
       const first = this.#lines.get(key)?.first;
-      if (first !== undefined && (first.handedOn || driver.announcesReleases?.() !== true)) {
+      if (first !== undefined && (first.handedOn || !announces)) {
         (first.wake ??= Promise.withResolvers<void>()).resolve();
       }
       return result;
