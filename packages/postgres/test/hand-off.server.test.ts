@@ -60,7 +60,7 @@ describeServer('lock hand-off among the waiters of one provider', () => {
         }),
       );
       // Every provider's first waiter has tried once and waits: the holder lets go.
-      await vi.waitFor(() => expect(pools.map((pool) => pool.count)).toEqual([1, 1, 1, 1]));
+      await vi.waitFor(() => expect(pools.map((pool) => pool.count)).toEqual([1, 1, 1, 1]), { timeout: 10_000 });
       await holder.release();
       const fences = await Promise.all(waiters);
       expect(new Set(fences).size).toBe(64);
