@@ -11,7 +11,8 @@
  *
  * Targets (wake-ups): 64 waiters ≤ 3 statements per acquisition and p50 ≤ 5 ms; 256 waiters
  * p50 ≤ 2× the 8-waiter p50. Shown without a target: the same 64 waiters spread over four
- * processes (each wakes its own turn, so a release wakes one waiter per process), and polling.
+ * processes (PostgreSQL: a process hands the lock on to the waiters already in its line when
+ * it won it, without a NOTIFY; MongoDB: a release wakes one waiter per process), and polling.
  *
  * The lock line at scale (go-go-scope or awaitly code with a hot key, a burst of requests all
  * waiting for it): 10,000 and 100,000 waiters join one process's line, each process fresh;
@@ -245,7 +246,7 @@ export function handoffSection(target: (wakeups: boolean) => HandoffTarget, opti
       for (const plan of informational) {
         const m = await run(plan);
         if (m === null) continue;
-        const note = plan.wakeups ? 'no target: each process wakes its own next waiter on every release' : 'no target: polling every 50 ms';
+        const note = plan.wakeups ? 'no target: a process hands the lock on to its waiters of the batch (PostgreSQL); a release wakes one waiter per process (MongoDB)' : 'no target: polling every 50 ms';
         table.rows.push({ cells: cells(m), note, data: data(m) });
       }
       return [table, await lineTable(target, log)];

@@ -1,5 +1,5 @@
 import { getEventListeners } from 'node:events';
-import { expect, test } from 'vitest';
+import { expect, test, vi } from 'vitest';
 import { MemoryLockProvider } from '../src/memory/index.js';
 
 /**
@@ -34,4 +34,29 @@ test('10,000 waiters on one key add no listener each to the close signal; they l
   expect(await waiters.at(-1)).toMatchObject({ code: 'E_CLOSED' });
   expect(await waiters[0]).toMatchObject({ message: 'gave up' });
   await Promise.allSettled(plain);
+});
+
+/**
+ * An acquisition that waits (`wait > 0`) for a key nobody of this provider waits for asks the
+ * database at once and, granted, leaves without having made a wake-up (a promise and its
+ * resolvers) for a release it never waited for. Counted, not timed.
+ */
+test('an uncontended acquire with wait makes no wake-up', async () => {
+  const locks = new MemoryLockProvider();
+  const made = vi.spyOn(Promise, 'withResolvers');
+  try {
+    for (let i = 0; i < 100; i++) {
+      const handle = (await locks.acquire(`free:${i % 3}`, 60_000, { wait: 60_000 }))!;
+      await handle.release();
+    }
+    expect(made).not.toHaveBeenCalled();
+    // Contended, the line still works: the waiter behind the holder is granted on release.
+    const holder = (await locks.acquire('busy', 60_000))!;
+    const waiter = locks.acquire('busy', 60_000, { wait: 60_000 });
+    await holder.release();
+    expect(await waiter).not.toBeNull();
+  } finally {
+    made.mockRestore();
+    await locks.close();
+  }
 });

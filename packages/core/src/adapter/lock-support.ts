@@ -39,10 +39,15 @@ export interface LeaseDriver {
   acquire(key: string, owner: string, ttl: number): Promise<Lease | null>;
   /** Sets a live lease of `owner` to end `ttl` ms from now; the new expiry, or `null` when not held. */
   extend(key: string, owner: string, ttl: number): Promise<Date | null>;
-  /** Ends `owner`'s lease; true when it was live. Wakes waiters where the backend can. */
-  release(key: string, owner: string): Promise<boolean>;
-  /** Ends whoever's lease; the fence still never goes back. */
-  forceRelease(key: string): Promise<void>;
+  /**
+   * Ends `owner`'s lease; true when it was live. Wakes waiters where the backend can, unless
+   * `handedOn`: the releasing provider then hands the key to a waiter of its own (see
+   * {@link WaitLines}), and a backend whose announcement reaches other processes need not send
+   * one (their waiters would only try and fail; they still poll).
+   */
+  release(key: string, owner: string, handedOn?: boolean): Promise<boolean>;
+  /** Ends whoever's lease; the fence still never goes back. `handedOn` as for `release`. */
+  forceRelease(key: string, handedOn?: boolean): Promise<void>;
   isHeld(key: string, owner: string): Promise<boolean>;
   /**
    * Resolves when a release of `key` is announced (a database wake-up), so a waiting
@@ -52,6 +57,13 @@ export interface LeaseDriver {
    * earliest, so a waiter that tried and failed keeps its place in line.
    */
   waitForRelease?(key: string, signal: AbortSignal, waitingSince: number): Promise<void>;
+  /**
+   * True while every release (not `handedOn`) is announced to `waitForRelease` in every process,
+   * this one included (a live LISTEN connection). The provider then lets its own next waiter
+   * hear of such a release as the other processes' waiters do, rather than waking it ahead of
+   * them. Omitted: false.
+   */
+  announcesReleases?(): boolean;
   /** Deletes expired leases (never their fences); how many. */
   clearExpired(): Promise<number>;
 }
@@ -100,21 +112,29 @@ export function parseAcquireArgs(key: unknown, ttl: unknown, ownerOrOptions: unk
  * wakes the first at once. Without a line every waiter polls, so n waiters on one key (a
  * go-go-scope lock guarding a hot resource, awaitly workers on one workflow) cost n statements
  * per poll interval for a single hand-off.
+ *
+ * Across processes (several providers on one key), a release through this provider hands the
+ * key to its own next waiter when that waiter already waited as this provider won the key (a
+ * batch): the release is then not announced to other processes, whose first waiters would only
+ * try and fail. Waiters that came later wait for a release announced to every process, so a
+ * busy provider does not keep the key from the others beyond the batch that was waiting.
  */
 export class WaitLines {
   readonly #lines = new Map<string, Line>();
+  /** The driver's `announcesReleases` (see {@link announcing}): batches matter only while it is true. */
+  #announces: () => boolean = () => false;
 
   /** Whether acquisitions of `key` wait here. */
   waiting(key: string): boolean {
     return this.#lines.has(key);
   }
 
-  join(key: string): Place {
+  /** `since`: when the acquisition began to wait (`performance.now()`). */
+  join(key: string, since: number): Place {
     const line = this.#lines.get(key);
-    const place: Place = { turn: undefined, wake: undefined, handedOn: false, previous: line?.last, next: undefined };
+    const place: Place = { since, turn: undefined, wake: undefined, handedOn: false, previous: line?.last, next: undefined };
     if (line === undefined) {
-      place.wake = Promise.withResolvers<void>();
-      this.#lines.set(key, { first: place, last: place });
+      this.#lines.set(key, { first: place, last: place, batchSince: -Infinity });
     } else {
       line.last.next = place;
       line.last = place;
@@ -135,33 +155,45 @@ export class WaitLines {
     if (next === undefined) line.last = previous!;
     else next.previous = previous;
     place.previous = place.next = undefined;
+    // Won, not handed on: this provider's batch is the waiters here now.
+    if (granted && !place.handedOn) line.batchSince = performance.now();
     if (previous === undefined && next === undefined) {
       this.#lines.delete(key);
     } else if (previous === undefined) {
-      next!.handedOn = granted;
-      next!.wake = Promise.withResolvers<void>();
-      if (!granted) next!.wake.resolve();
+      // Where releases are not announced to every process, every release here is handed on.
+      next!.handedOn = granted && (next!.since <= line.batchSince || !this.#announces());
+      if (!granted) (next!.wake = Promise.withResolvers<void>()).resolve();
       next!.turn?.(true);
     }
   }
 
-  /** `driver`, with every release and force-release waking the first in line of its key. */
+  /**
+   * `driver`, with every release and force-release waking the first in line of its key: at
+   * once when it is handed the key (the release then says `handedOn`), or when the driver does
+   * not announce releases to every process (then every release here hands the key on, as
+   * before batches); otherwise it hears the announcement as the other processes' waiters do.
+   */
   announcing(driver: LeaseDriver): LeaseDriver {
-    const released = (key: string) => this.#lines.get(key)?.first.wake?.resolve();
+    this.#announces = () => driver.announcesReleases?.() === true;
+    const releasing = async <T>(key: string, end: (handedOn: boolean) => Promise<T>): Promise<T> => {
+      // Not announcing to every process, a release is announced as it always was (to processes
+      // that can hear it) and wakes the first here at once.
+      const announces = this.#announces();
+      const result = await end(announces && this.#lines.get(key)?.first.handedOn === true);
+      const first = this.#lines.get(key)?.first;
+      if (first !== undefined && (first.handedOn || !announces)) {
+        (first.wake ??= Promise.withResolvers<void>()).resolve();
+      }
+      return result;
+    };
     return {
       acquire: (key, owner, ttl) => driver.acquire(key, owner, ttl),
       extend: (key, owner, ttl) => driver.extend(key, owner, ttl),
-      release: async (key, owner) => {
-        const live = await driver.release(key, owner);
-        released(key);
-        return live;
-      },
-      forceRelease: async (key) => {
-        await driver.forceRelease(key);
-        released(key);
-      },
+      release: (key, owner) => releasing(key, (handedOn) => driver.release(key, owner, handedOn)),
+      forceRelease: (key) => releasing(key, (handedOn) => driver.forceRelease(key, handedOn)),
       isHeld: (key, owner) => driver.isHeld(key, owner),
       ...(driver.waitForRelease && { waitForRelease: driver.waitForRelease.bind(driver) }),
+      ...(driver.announcesReleases && { announcesReleases: driver.announcesReleases.bind(driver) }),
       clearExpired: () => driver.clearExpired(),
     };
   }
@@ -179,15 +211,18 @@ interface Resolvers {
 
 /**
  * A waiting acquisition's place in line. Most of a long line only waits for its turn, so a place
- * holds little until it is first: `turn` is called when it becomes first, and `wake` (made then)
- * resolves on a release here.
+ * holds little until it is first: `turn` is called when it becomes first, and `wake` resolves on
+ * a release here (made by the first release or pause that needs it: an uncontended acquisition,
+ * granted at its first attempt, never makes one).
  */
 interface Place {
+  /** When its acquisition began to wait (`performance.now()`). */
+  readonly since: number;
   turn: ((came: true) => void) | undefined;
   wake: Resolvers | undefined;
   /**
-   * First because the one ahead was granted the lease: its release here wakes this place, so
-   * the database's announcement of an earlier release (still on its way) is not waited for.
+   * First because the one ahead was granted the lease, and in its batch (see {@link WaitLines}):
+   * its release here wakes this place and is not announced, so no announcement is waited for.
    */
   handedOn: boolean;
   /** The places before and after this one (a linked line: joining and leaving cost the same with 100,000 waiters as with one). */
@@ -199,6 +234,11 @@ interface Place {
 interface Line {
   first: Place;
   last: Place;
+  /**
+   * When a waiter here last won the key without it being handed on: the places that waited
+   * since before then are handed the key in turn (see {@link WaitLines}).
+   */
+  batchSince: number;
 }
 
 /**
@@ -239,8 +279,10 @@ export async function acquireWithWait(
     const lease = await attempt();
     if (lease !== null || performance.now() >= deadline) return lease;
   }
+  // Nobody here waits for the key (the uncontended acquire): this place asks at once and makes
+  // no wake unless it has to wait; its place only lines up whoever comes during the attempt.
   const alone = !lines.waiting(key);
-  const place = lines.join(key);
+  const place = lines.join(key, waitingSince);
   let lease: Lease | null = null;
   try {
     if (!alone && !(await waitForTurn(place, deadline - performance.now(), signal))) return null;
@@ -250,13 +292,13 @@ export async function acquireWithWait(
         const remaining = deadline - performance.now();
         if (remaining <= 0) return null;
         const woken = await pause(Math.min(options.pollInterval, remaining), signal, (paused) => [
-          place.wake!.promise,
+          (place.wake ??= Promise.withResolvers<void>()).promise,
           ...(driver.waitForRelease && !place.handedOn ? [driver.waitForRelease(key, paused, waitingSince)] : []),
         ]);
         if (woken && observed) observed.wakeups++;
       }
-      // A release during the attempt below wakes the next pause at once.
-      place.wake = Promise.withResolvers<void>();
+      // A release during the attempt below makes a resolved wake: the next pause ends at once.
+      place.wake = undefined;
       lease = await attempt();
       if (lease !== null) return lease;
       // Someone else holds it now (another process, an expired lease taken): listen for its release.

@@ -26,6 +26,7 @@ export class LeaseTable implements LeaseDriver {
   /** The LISTEN connection that wakes waiting acquisitions (lock providers created with wake-ups). */
   readonly wakeups: ReleaseWakeups | undefined;
   readonly waitForRelease?: (key: string, signal: AbortSignal, waitingSince: number) => Promise<void>;
+  readonly announcesReleases?: () => boolean;
 
   constructor(db: StoreDatabase, table: TableName, options: { wakeups?: boolean } = {}) {
     this.#db = db;
@@ -36,6 +37,7 @@ export class LeaseTable implements LeaseDriver {
       this.wakeups = wakeups;
       // One release wakes one waiter of this process, the one waiting longest (see ReleaseWakeups).
       this.waitForRelease = (key, signal, waitingSince) => wakeups.waitTurn(encodeText(key), signal, waitingSince);
+      this.announcesReleases = () => wakeups.supported;
     }
   }
 
@@ -55,14 +57,21 @@ export class LeaseTable implements LeaseDriver {
     return rows.length > 0;
   }
 
-  /** Ends `owner`'s live lease and wakes waiters in the same statement. */
-  async release(key: string, owner: string): Promise<boolean> {
-    const { rows } = await this.#db.run(this.#sql.release, [encodeText(key), owner, this.#channel]);
+  /**
+   * Ends `owner`'s live lease and wakes waiters in the same statement (NOTIFY), unless the
+   * provider hands the key to a waiter of its own (`handedOn`): other processes' waiters would
+   * only try and fail.
+   */
+  async release(key: string, owner: string, handedOn = false): Promise<boolean> {
+    const { rows } = handedOn
+      ? await this.#db.run(this.#sql.releaseQuietly, [encodeText(key), owner])
+      : await this.#db.run(this.#sql.release, [encodeText(key), owner, this.#channel]);
     return rows.length > 0;
   }
 
-  async forceRelease(key: string): Promise<void> {
-    await this.#db.run(this.#sql.forceRelease, [encodeText(key), this.#channel]);
+  async forceRelease(key: string, handedOn = false): Promise<void> {
+    if (handedOn) await this.#db.run(this.#sql.forceReleaseQuietly, [encodeText(key)]);
+    else await this.#db.run(this.#sql.forceRelease, [encodeText(key), this.#channel]);
   }
 
   /** Deletes ended and expired leases in batches (see `clearExpiredBatchSql`); returns how many. */
@@ -107,8 +116,10 @@ function leaseStatements(table: TableName) {
     isHeld: `SELECT 1 FROM ${t} WHERE key = $1 AND owner = $2 AND expires_at > statement_timestamp()`,
     release: `WITH released AS (${end} WHERE key = $1 AND owner = $2 AND expires_at > statement_timestamp() RETURNING key)
       SELECT pg_notify($3, key) FROM released`,
+    releaseQuietly: `${end} WHERE key = $1 AND owner = $2 AND expires_at > statement_timestamp() RETURNING key`,
     forceRelease: `WITH released AS (${end} WHERE key = $1 AND expires_at > statement_timestamp() RETURNING key)
       SELECT pg_notify($2, key) FROM released`,
+    forceReleaseQuietly: `${end} WHERE key = $1 AND expires_at > statement_timestamp()`,
     clearExpired: clearExpiredBatchSql(t, 'expires_at <= statement_timestamp()'),
   };
 }
