@@ -5,12 +5,18 @@
  */
 import type Keyv from 'keyv';
 import type { Collection, Document, MongoClient } from 'mongodb';
-import { READ_TARGETS, WRITE_TARGETS, type AnchorStores, type OthersFor } from './ops.ts';
+import { READ_TARGETS, WRITE_TARGETS, untilFree, type AnchorStores, type OthersFor } from './ops.ts';
 import type { Impl } from './types.ts';
 import { CACHE_VALUE, KV_VALUE, cacheValue, kvValue, type KeySpace } from './workload.ts';
 
 export const ANCHOR_COLLECTIONS = { kv: 'anchor_kv', cache: 'anchor_cache' } as const;
 export const ANCHOR_CACHE_PREFIX = 'bench';
+/**
+ * The raw lock's collection. Its acquire is the obvious driver code, on the client's clock: a
+ * `findAndModify` upsert that takes a free lease and adds one to the fence, then an `update` that
+ * releases it (atomic only where findAndModify is: MongoDB, not jongodb or FerretDB 1.x).
+ */
+const RAW_LOCKS = 'raw_locks';
 /** A cache document's `_id`: its prefix, U+0000, the key (see @stowage/mongo's cache). */
 const cacheId = (key: string) => `${ANCHOR_CACHE_PREFIX}\u0000${key}`;
 
@@ -46,8 +52,9 @@ function liveValue(found: Document | null, field: string): unknown {
  * with it and reads the whole collection (11 ms a call at 1,000 documents), which would
  * measure FerretDB. The writes are the upsert a user would send, with the same JSON handling.
  */
-export function mongoRawAndAnchors(client: MongoClient, database: string): OthersFor {
+export function mongoRawAndAnchors(client: MongoClient, database: string, lockTarget: number | null): OthersFor {
   const db = client.db(database);
+  const locks: Collection<Document> = db.collection(RAW_LOCKS);
   const kv: Collection<Document> = db.collection(ANCHOR_COLLECTIONS.kv);
   const cache: Collection<Document> = db.collection(ANCHOR_COLLECTIONS.cache);
   const raw = (run: Impl['run'], target: number): Impl => ({ name: 'raw mongodb, 1 command', kind: 'raw', target, run, knownRoundTrips: 1 });
@@ -92,6 +99,33 @@ export function mongoRawAndAnchors(client: MongoClient, database: string): Other
               cache.updateOne({ _id: cacheId(keys.key(i)) as never }, { $set: { value: JSON.stringify(cacheValue(i)) }, $unset: { expiresAt: '' } }, { upsert: true }),
             WRITE_TARGETS.raw,
           ),
+        ];
+      case 'lock.acquire+release':
+        return [
+          {
+            name: 'raw mongodb, findAndModify + update',
+            kind: 'raw',
+            target: lockTarget,
+            knownRoundTrips: 2,
+            run: async (i) => {
+              const key = keys.key(i) as never;
+              const owner = `raw-${i}`;
+              const now = Date.now();
+              const free = { $or: [{ expiresAt: null }, { expiresAt: { $lte: new Date(now) } }] };
+              // A held lock makes the upsert collide on `_id`: a straggler meeting its own key again tries once more.
+              await untilFree(
+                () =>
+                  locks
+                    .findOneAndUpdate({ _id: key, ...free }, { $set: { owner, expiresAt: new Date(now + 30_000) }, $inc: { fence: 1 } }, { upsert: true, returnDocument: 'after' })
+                    .catch((error: unknown) => {
+                      if ((error as { code?: unknown }).code === 11000) return null;
+                      throw error;
+                    }),
+                String(key),
+              );
+              await locks.updateOne({ _id: key, owner }, { $unset: { owner: '', expiresAt: '' } });
+            },
+          },
         ];
       default:
         return [];

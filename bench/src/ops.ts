@@ -103,6 +103,13 @@ export interface OpsOptions {
    * `setMany` (FerretDB takes ~50 ms per versioned upsert: seeding would take most of the run).
    */
   seedKeys?: SeedKeys;
+  /**
+   * The lock operations' replay has no target: set where a grant is a compare-and-set on the
+   * fence the store last saw (the classic Mongo dialect with atomic updates). The replayed
+   * command carries the fence of the captured call, so on the other keys it matches nothing
+   * and the replay measures no-ops; the `raw` row is the comparison there.
+   */
+  lockReplayWithoutTarget?: boolean;
 }
 
 export function buildOps(measured: StowageSet, observed: StowageSet, anchored: AnchoredStores, othersFor: OthersFor, options: OpsOptions = {}): OpBench[] {
@@ -110,7 +117,11 @@ export function buildOps(measured: StowageSet, observed: StowageSet, anchored: A
   const seedKv = seedKvWith(measured.kv, options.seedKeys);
   const ops: OpBench[] = [];
   type Extra = Pick<Impl, 'seed' | 'prepare'> &
-    Pick<OpBench, 'callerValues' | 'returnsCallerValue' | 'latencyTarget'> & { expectedRoundTrips?: number; concurrency?: number };
+    Pick<OpBench, 'callerValues' | 'returnsCallerValue' | 'latencyTarget' | 'captureSecondCall'> & {
+      replayTarget?: number | null;
+      expectedRoundTrips?: number;
+      concurrency?: number;
+    };
   const add = (name: string, note: string, keys: KeySpace, call: (set: StowageSet, i: number) => Promise<unknown>, extra: Extra = {}): void => {
     if (!opSelected(name)) return;
     ops.push({
@@ -122,10 +133,11 @@ export function buildOps(measured: StowageSet, observed: StowageSet, anchored: A
       stowage: { name: 'stowage', kind: 'stowage', run: (i) => call(measured, i), seed: extra.seed, prepare: extra.prepare },
       observed: (i) => call(observed, i),
       others: othersFor(name, keys),
-      replayTarget: REPLAY_TARGET,
+      replayTarget: extra.replayTarget === undefined ? REPLAY_TARGET : extra.replayTarget,
       latencyTarget: extra.latencyTarget,
       callerValues: extra.callerValues,
       returnsCallerValue: extra.returnsCallerValue,
+      captureSecondCall: extra.captureSecondCall,
     });
   };
   /**
@@ -219,7 +231,8 @@ export function buildOps(measured: StowageSet, observed: StowageSet, anchored: A
         if (handle === null) throw new Error(`lock ${keys.key(i)} was not free`);
         await handle.release();
       },
-      { expectedRoundTrips: 2 },
+      // Every key is taken again after the first lap of LOCK_SPACE: that call is the one replayed.
+      { expectedRoundTrips: 2, captureSecondCall: true, ...(options.lockReplayWithoutTarget && { replayTarget: null }) },
     );
   }
   {
@@ -232,7 +245,7 @@ export function buildOps(measured: StowageSet, observed: StowageSet, anchored: A
         const lease = await untilFree(() => s.snapshots.tryAcquire(keys.key(i), { ttlMs: LOCK_TTL }), keys.key(i));
         await s.snapshots.release(keys.key(i), lease.ownerToken);
       },
-      { expectedRoundTrips: 2 },
+      { expectedRoundTrips: 2, captureSecondCall: true, ...(options.lockReplayWithoutTarget && { replayTarget: null }) },
     );
   }
   return ops;

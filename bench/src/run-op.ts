@@ -127,6 +127,7 @@ export async function runOp(backend: BackendBench, op: OpBench, log: (line: stri
     await preparePhase(op, op.stowage, config.warmupIterations);
     await warmUp({ run: op.observed }, Math.min(20, config.warmupIterations), config.throughputMs);
     trace('capturing');
+    if (op.captureSecondCall) await op.observed(-1);
     const capture = await backend.observe(() => op.observed(-1));
     result.statements = capture.descriptions;
     const rt = await countRoundTrips(backend, op, op.stowage, op.observed);

@@ -82,6 +82,12 @@ export interface OpBench {
   stowage: Impl;
   /** The same stowage call on the instance whose driver traffic is observed. */
   observed: (i: number) => Promise<unknown>;
+  /**
+   * The captured call is the second one on its keys (the first is made, unobserved, just
+   * before): what the measured calls are once they have gone round their key space, where a
+   * first call differs (the classic Mongo dialect reads a lock's fence before its first grant).
+   */
+  captureSecondCall?: boolean;
   /** Everything stowage is compared with besides the replay: variants, raw statements, anchors, peers. */
   others: Impl[];
   /** Target of stowage/replay throughput, or `null`: the replay is then a row without a target. */

@@ -75,22 +75,48 @@ describeEachServer(servers, 'one command per operation', (s) => {
 
   it('LockProvider', async () => {
     const locks = await whenReady(new MongoLockProvider(options('rt_locks')));
-    // The classic dialect never lets a findAndModify decide between writers (not atomic on every
-    // server of that dialect): a conditional update, then a read of the grant.
     const classic = locks.dialect === 'classic';
-    expect(await sent(() => locks.acquire('k', 60_000, 'owner-a'))).toEqual(classic ? ['update', 'find'] : ['findAndModify']);
-    // Held: the classic dialect asks a second time, to renew in case the caller is the holder.
-    expect(await sent(() => locks.acquire('k', 60_000))).toEqual(classic ? ['update', 'update'] : ['findAndModify']);
-    expect(await sent(() => locks.acquire('k', 60_000, 'owner-b'))).toEqual(classic ? ['update', 'update'] : ['findAndModify']);
-    // The holder renewing: granted by the second update, then read.
-    expect(await sent(() => locks.acquire('k', 60_000, 'owner-a'))).toEqual(classic ? ['update', 'update', 'find'] : ['findAndModify']);
+    // The classic dialect never lets a findAndModify decide between writers (not atomic on every
+    // server of that dialect). Where updates are atomic (jongodb) a grant is a compare-and-set on
+    // the fence the store last saw for the key, read first when it has seen none; where they are
+    // not (FerretDB 1.x) it is a conditional update, then a read of the grant.
+    const readsBack = classic && locks.capabilities.atomicUpdates === false;
+    const byServer = (pipeline: string[], compareAndSet: string[], readBack: string[]) => (!classic ? pipeline : readsBack ? readBack : compareAndSet);
+    expect(await sent(() => locks.acquire('k', 60_000, 'owner-a'))).toEqual(byServer(['findAndModify'], ['find', 'insert'], ['update', 'find']));
+    // Held: the read shows the holder (after a compare-and-set on the fence the store knows); the
+    // read-back path asks a second time, to renew in case the caller is the holder.
+    expect(await sent(() => locks.acquire('k', 60_000))).toEqual(byServer(['findAndModify'], ['update', 'find'], ['update', 'update']));
+    expect(await sent(() => locks.acquire('k', 60_000, 'owner-b'))).toEqual(byServer(['findAndModify'], ['update', 'find'], ['update', 'update']));
+    // The holder renewing: a classic update cannot both add to and keep the fence, so it is one more command.
+    expect(await sent(() => locks.acquire('k', 60_000, 'owner-a'))).toEqual(byServer(['findAndModify'], ['update', 'find', 'update'], ['update', 'update', 'find']));
     expect(await sent(() => locks.extend('k', 60_000, 'owner-a'))).toEqual([classic ? 'update' : 'findAndModify']);
     expect(await sent(() => locks.release('k', 'owner-a'))).toEqual(['update']);
-    const handle = await locks.acquire('k', 60_000);
+    let handle: Awaited<ReturnType<typeof locks.acquire>> = null;
+    expect(await sent(async () => (handle = await locks.acquire('k', 60_000)))).toEqual(byServer(['findAndModify'], ['update'], ['update', 'find']));
     expect(await sent(() => handle!.isValid())).toEqual(['find']);
     expect(await sent(() => handle!.extend(60_000))).toEqual([classic ? 'update' : 'findAndModify']);
     expect(await sent(() => handle!.release())).toEqual(['update']);
     expect(await sent(() => locks.forceRelease('k'))).toEqual(['update']);
+    await locks.close();
+  });
+
+  it('LockProvider: taking a free lock the store has used before is one command, releasing it one (read back only without atomic updates)', async () => {
+    const locks = await whenReady(new MongoLockProvider(options('rt_lock_cycle')));
+    const readsBack = locks.dialect === 'classic' && locks.capabilities.atomicUpdates === false;
+    const acquire = locks.dialect === 'pipeline' ? ['findAndModify'] : readsBack ? ['update', 'find'] : ['update'];
+    for (const key of ['a', 'b']) await (await locks.acquire(key, 60_000))!.release();
+    let fence = 0;
+    for (let cycle = 0; cycle < 3; cycle++) {
+      for (const key of ['a', 'b']) {
+        let handle: Awaited<ReturnType<typeof locks.acquire>> = null;
+        expect(await sent(async () => (handle = await locks.acquire(key, 60_000)))).toEqual(acquire);
+        if (key === 'a') {
+          expect(handle!.fence).toBeGreaterThan(fence);
+          fence = handle!.fence;
+        }
+        expect(await sent(() => handle!.release())).toEqual(['update']);
+      }
+    }
     await locks.close();
   });
 
@@ -108,8 +134,14 @@ describeEachServer(servers, 'one command per operation', (s) => {
     expect(await sent(() => store.delete('wf2'))).toEqual([deleteCommand(store.dialect)]);
     let token = '';
     const classic = store.dialect === 'classic';
-    expect(await sent(async () => (token = (await store.tryAcquire('wf'))!.ownerToken))).toEqual(classic ? ['update', 'find'] : ['findAndModify']);
+    // The classic dialect, as for LockProvider: a new key is read, then inserted (with atomic
+    // updates; a key seen before is one compare-and-set), or taken, then read back (without).
+    const readsBack = classic && store.capabilities.atomicUpdates === false;
+    const acquire = (seen: boolean) => (!classic ? ['findAndModify'] : readsBack ? ['update', 'find'] : seen ? ['update'] : ['find', 'insert']);
+    expect(await sent(async () => (token = (await store.tryAcquire('wf'))!.ownerToken))).toEqual(acquire(false));
     expect(await sent(() => store.renew('wf', token))).toEqual([classic ? 'update' : 'findAndModify']);
+    expect(await sent(() => store.release('wf', token))).toEqual(['update']);
+    expect(await sent(async () => (token = (await store.tryAcquire('wf'))!.ownerToken))).toEqual(acquire(true));
     expect(await sent(() => store.release('wf', token))).toEqual(['update']);
     await store.close();
   });

@@ -49,7 +49,7 @@ export interface ServerFeatures {
 
 /** The dialect object for the features detected: the one place that picks an implementation. */
 export function dialectFor(features: ServerFeatures): MongoDialect {
-  return features.dialect === 'pipeline' ? new PipelineDialect(features.clock) : new ClassicDialect(features.clock);
+  return features.dialect === 'pipeline' ? new PipelineDialect(features.clock) : new ClassicDialect(features.clock, features.atomicUpdates);
 }
 
 const featuresByClient = new WeakMap<MongoClient, Map<string, Promise<ServerFeatures>>>();

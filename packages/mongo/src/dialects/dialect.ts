@@ -61,7 +61,8 @@ export const TOMBSTONE_GRACE = 5_000;
  * Compare-and-set writes are `update` commands in both dialects. The pipeline dialect also
  * decides with `findAndModify` (atomic on MongoDB); the classic dialect never lets a
  * `findAndModify` decide between concurrent writers (it writes with a conditional `update`,
- * then reads what it wrote): some servers of that dialect (jongodb) apply a conditional
+ * then reads what it wrote, or, for a lease, writes a fence it knew before: see
+ * `ClassicDialect.acquireLease`): some servers of that dialect (jongodb) apply a conditional
  * `findAndModify` as a separate match and write, where two writers can both win.
  *
  * Value documents (key-value entries, snapshots, cache entries, idempotency records) expire
