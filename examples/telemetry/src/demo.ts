@@ -15,17 +15,12 @@ export function memoryStores(): Stores {
 }
 
 export async function postgresStores(url: string): Promise<Stores> {
-  // One connection for the locks: the holder's release queues behind the waiter's first attempt.
-  const locks = new PostgresLockProvider({ url, pool: { max: 1 } });
-  await locks.ready(); // opens the LISTEN connection, so the release's NOTIFY finds the waiter
-  return { kv: new PostgresKeyValueStore({ url }), cache: new PostgresCacheProvider({ url }), locks, processes: new PostgresProcessBackend({ url }) };
+  return { kv: new PostgresKeyValueStore({ url }), cache: new PostgresCacheProvider({ url }), locks: new PostgresLockProvider({ url }), processes: new PostgresProcessBackend({ url }) };
 }
 
 export function mongoStores(url: string, database: string): Stores {
   const options = { url, database };
-  // One connection for the locks, as on PostgreSQL: the holder's release queues behind the waiter's first attempt.
-  const locks = new MongoLockProvider({ ...options, clientOptions: { maxPoolSize: 1 } });
-  return { kv: new MongoKeyValueStore(options), cache: new MongoCacheProvider(options), locks, processes: new MongoProcessBackend(options) };
+  return { kv: new MongoKeyValueStore(options), cache: new MongoCacheProvider(options), locks: new MongoLockProvider(options), processes: new MongoProcessBackend(options) };
 }
 
 /** Runs the workload on `stores` under a fresh run id, then closes them. */

@@ -1,7 +1,7 @@
 /**
  * A short, deterministic run over one backend's stores: key-value calls (three concurrent
  * sets the kit sends as one statement, a batch read, a compare-and-set that conflicts), cache
- * misses and hits, a lock acquisition that waits until the holder's release wakes it, a
+ * misses and hits, a lock acquisition that waits in line until the holder's release wakes it, a
  * renewal by an owner that holds nothing (a lost lease), `withLock`, and a process item
  * created, claimed and advanced. Keys and values carry an e-mail address and a card number:
  * the test checks that neither reaches any exported span or metric.
@@ -36,14 +36,15 @@ export async function runWorkload(stores: Stores, run: string): Promise<void> {
   await cache.get(key('profile')); // hit
   await cache.getOrSet(key('rates'), async () => ({ usd: 1.08 })); // miss, then loaded
 
-  // The waiter's first attempt fails while `held` is held (the release is sent only after a
-  // timer, when that attempt is on its way). Where the backend announces releases the release
-  // wakes it, long before its 60-second poll: one hand-off wake-up. Elsewhere it polls.
-  const held = await locks.acquire(key('invoice'), 30_000);
+  // A hand-off in the provider's line: the holder and the waiter ask in the same tick, so the
+  // waiter queues behind the holder (it never tries while the lock is held). The holder's
+  // release hands the lock on and wakes the waiter, on every backend and long before its
+  // 60-second poll: one hand-off wake-up.
+  const holding = locks.acquire(key('invoice'), 30_000, { wait: 30_000 });
+  const waiter = locks.acquire(key('invoice'), 30_000, { wait: 30_000, pollInterval: 60_000 });
+  const held = await holding;
   if (held === null) throw new Error('the lock was expected to be free');
-  const pollInterval = locks.capabilities.wakeups ? 60_000 : 50;
-  const waiter = locks.acquire(key('invoice'), 30_000, { wait: 30_000, pollInterval });
-  setTimeout(() => void held.release(), 0);
+  await held.release();
   const handedOver = await waiter;
   if (handedOver === null) throw new Error('the waiter was expected to get the lock');
   await handedOver.release();
