@@ -202,15 +202,19 @@ export class PoolCheckout {
   /**
    * A checkout of a pool passed in is waiting for pg-pool. pg-pool says nothing when its owner
    * calls `end()` while holding every client (no 'release' or 'remove' until they come back),
-   * and keeps the calls queued for one for good. While a call may queue so (no idle client,
-   * the pool at its `max`), one unref'd timer per pool looks at `pool.ending`, so they fail
-   * with E_UNAVAILABLE without waiting for the owner; it stops once no checkout is pending.
-   * (With an idle client, `end()` removes it: the 'remove' event fails the call.)
+   * and keeps the calls queued for one for good. While a call may wait for a release so (the
+   * pool at its `max`, fewer idle clients than calls queued), one unref'd timer per pool looks
+   * at `pool.ending`, so they fail with E_UNAVAILABLE without waiting for the owner; it stops
+   * once no checkout is pending. (A call an idle client serves needs none: `end()` removes the
+   * idle client, and the 'remove' event fails the call. A pool without pg-pool's counts is
+   * always watched.)
    */
   #watchQueue(): void {
     if (this.#endingTimer !== undefined || this.#ended) return;
-    const pool = this.#pool as { idleCount?: number; totalCount?: number; options?: { max?: number } };
-    if ((pool.idleCount ?? 0) > 0 || (pool.totalCount ?? 0) < (pool.options?.max ?? 0)) return;
+    const pool = this.#pool as { idleCount?: number; totalCount?: number; waitingCount?: number; options?: { max?: number } };
+    const full = !((pool.totalCount ?? 0) < (pool.options?.max ?? 0));
+    const short = !((pool.idleCount ?? 0) >= (pool.waitingCount ?? 1));
+    if (!full || !short) return;
     this.#endingTimer = setInterval(() => {
       if (this.#isEnding() || this.#pending.size > 0) return;
       clearInterval(this.#endingTimer);
