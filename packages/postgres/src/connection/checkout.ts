@@ -103,6 +103,7 @@ export class PoolCheckout {
     );
   }
 
+  /** Waits for its turn (see {@link #waitForRoom}) and asks again, until a client or the deadline; `refusal`: the server's last 53300. */
   async #checkoutWhenFull(refusal: unknown): Promise<PostgresPoolClient> {
     const patience = this.#serverFullWait();
     const deadline = Date.now() + patience;

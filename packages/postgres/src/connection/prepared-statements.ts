@@ -62,6 +62,7 @@ export class PreparedStatements {
     return new Promise((resolve, reject) => this.#send(take, text, values, prepare, resolve, reject));
   }
 
+  /** One attempt of {@link query}: settles it, or sends again after a 42P05 or 26000 in the mode that answer leaves. */
   #send(
     take: (done: ClientCallback) => void,
     text: string,
