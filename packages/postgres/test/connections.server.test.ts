@@ -325,6 +325,36 @@ describeServer('connections', () => {
     await Promise.all([kv.close(), locks.close(), holder.close()]);
   });
 
+  test('a call on a pool passed in costs no timer and no listener of its own: 200 sequential gets and sets start no setInterval or setTimeout, and leave the pool\'s listeners as they were', async () => {
+    const tables = freshTables();
+    // idleTimeoutMillis 0: pg-pool's own timer per released client is not counted.
+    const pool = new pg.Pool({ connectionString: url, max: 2, idleTimeoutMillis: 0 });
+    const kv = new PostgresKeyValueStore({ pool, table: tables.kv, coalesce: false });
+    await kv.set('k', 'v');
+    const events = ['release', 'remove', 'acquire', 'connect', 'error'] as const;
+    const listeners = () => events.map((event) => pool.listenerCount(event));
+    const before = listeners();
+    // Counted, not replaced: the timers still run. (The watch for the owner's end() is per pool,
+    // started only while calls queue for a client of a full pool: none queue here.)
+    const { setInterval: originalInterval, setTimeout: originalTimeout } = globalThis;
+    let timers = 0;
+    globalThis.setInterval = ((...args: Parameters<typeof setInterval>) => (timers++, originalInterval(...args))) as typeof setInterval;
+    globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => (timers++, originalTimeout(...args))) as typeof setTimeout;
+    try {
+      for (let i = 0; i < 100; i++) {
+        expect(await kv.get('k')).toBe('v');
+        await kv.set(`k${i}`, 'v');
+      }
+    } finally {
+      globalThis.setInterval = originalInterval;
+      globalThis.setTimeout = originalTimeout;
+    }
+    expect(timers, 'timers started by 200 calls').toBe(0);
+    expect(listeners()).toEqual(before);
+    await kv.close();
+    await pool.end();
+  });
+
   test('maxWaiting: with that many calls waiting for a connection, the next fails at once with E_UNAVAILABLE; those let in succeed', async () => {
     const tables = freshTables();
     const pool = new pg.Pool({ connectionString: url, max: 1 });

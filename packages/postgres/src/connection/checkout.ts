@@ -1,21 +1,36 @@
 import { StowageError } from '@stowage/core';
+import pg from 'pg';
 import { sqlState } from '../errors.js';
 import type { PostgresPool, PostgresPoolClient } from './types.js';
 
+/** How a client of the pool is handed over: an error, or the client (callback form of `pool.connect`). */
+export type ClientCallback = (error: unknown, client?: PostgresPoolClient) => void;
+
 /**
  * Where every statement and transaction of a pool gets its client: waits for room while the
- * server is full (see {@link PoolCheckout.checkout}), and fails at once, never hangs, on a pool
+ * server is full (see {@link PoolCheckout.take}), and fails at once, never hangs, on a pool
  * passed in that its owner ended (see {@link PoolCheckout.connect}). One per `SharedPool`
  * (pool.ts), listening to the pool's 'release' and 'remove' events until {@link PoolCheckout.detach}.
+ *
+ * Every statement passes here, so a checkout costs what `pool.query` pays for its own: one
+ * callback to pg-pool, and on a pool passed in one entry in {@link #pending}. Watching for the
+ * owner's `end()` is per pool (its events, and a timer only while calls queue in pg-pool).
  */
 export class PoolCheckout {
   readonly #pool: PostgresPool;
+  /** The pool when it is pg's own `pg.Pool`, which takes a callback (as `pool.query` uses it) rather than making a promise per checkout. */
+  readonly #pgPool: pg.Pool | undefined;
   readonly #owned: boolean;
   /** Called once when the owner of a pool passed in ends it (the pool closes its LISTEN connection). */
   readonly #onEnded: () => void;
-  /** Aborts when the owner of a pool passed in ends it: calls waiting for a client then fail at once. */
-  readonly #ended = new AbortController();
-  /** Calls waiting for a connection of the pool while the server is full (see {@link checkout}), first come first. */
+  /** The owner of a pool passed in ended it: every checkout fails at once. */
+  #ended = false;
+  /**
+   * Checkouts of a pool passed in that pg-pool has not answered yet. pg-pool keeps the calls
+   * queued for a client forever once its owner called `end()`: {@link #poolEnded} fails them.
+   */
+  readonly #pending = new Set<ClientCallback>();
+  /** Calls waiting for a connection of the pool while the server is full (see {@link #takeWhenFull}), first come first. */
   readonly #roomWaiters: Array<() => void> = [];
   /** Wakes the first of {@link #roomWaiters} to try a new connection, after a delay that grows while the server stays full. */
   #probeTimer: ReturnType<typeof setTimeout> | undefined;
@@ -27,8 +42,7 @@ export class PoolCheckout {
     const wake = this.#roomWaiters.shift();
     if (wake) setImmediate(wake);
   };
-  /** Checkouts of a pool passed in that are waiting for pg-pool (see {@link #watchEnding}). */
-  #pendingCheckouts = 0;
+  /** Looks at `pool.ending` while checkouts of a pool passed in queue in pg-pool (see {@link #watchQueue}). */
   #endingTimer: ReturnType<typeof setInterval> | undefined;
   /**
    * A `pool.connect()` threw at once (a port out of range, from `PGPORT`): pg-pool counts the
@@ -38,6 +52,7 @@ export class PoolCheckout {
 
   constructor(pool: PostgresPool, owned: boolean, onEnded: () => void) {
     this.#pool = pool;
+    this.#pgPool = pool instanceof pg.Pool ? pool : undefined;
     this.#owned = owned;
     this.#onEnded = onEnded;
     // A client let go gives a call waiting while the server is full its turn. pg.Pool has no
@@ -54,38 +69,56 @@ export class PoolCheckout {
   /** Stops listening to the pool's events (its last store closed). */
   detach(): void {
     for (const event of POOL_EVENTS) events(this.#pool)?.removeListener?.(event, this.#onPoolEvent);
+    clearInterval(this.#endingTimer);
+    this.#endingTimer = undefined;
+  }
+
+  /** {@link take} as a promise (transactions). */
+  checkout(): Promise<PostgresPoolClient> {
+    return new Promise((resolve, reject) => this.take((error, client) => (error === undefined ? resolve(client!) : reject(error))));
   }
 
   /**
-   * A client of the pool, the one place every statement and transaction gets theirs. The server
-   * refusing a new connection because it is full (53300 too_many_connections: `max_connections`,
-   * or the role's or database's `CONNECTION LIMIT`) does not fail the call: it waits for one of
-   * the pool's connections, as if the pool's `max` were what the server granted, or for another
-   * process to free room (the pool's probe; see {@link #waitForRoom}), up to
-   * {@link #serverFullWait}, and then fails with `E_UNAVAILABLE`.
+   * Hands `done` a client of the pool, the one place every statement and transaction gets
+   * theirs. The server refusing a new connection because it is full (53300
+   * too_many_connections: `max_connections`, or the role's or database's `CONNECTION LIMIT`)
+   * does not fail the call: it waits for one of the pool's connections, as if the pool's `max`
+   * were what the server granted, or for another process to free room (the pool's probe; see
+   * {@link #waitForRoom}), up to {@link #serverFullWait}, and then fails with `E_UNAVAILABLE`.
    */
-  async checkout(): Promise<PostgresPoolClient> {
-    const patience = this.#serverFullWait();
-    let deadline: number | undefined;
-    let refusal: unknown;
+  take(done: ClientCallback): void {
     // While calls wait for a connection of the pool, a new call takes its turn behind them.
-    let waiting = this.#roomWaiters.length > 0;
+    if (this.#roomWaiters.length > 0) return this.#takeWhenFull(undefined, done);
+    this.#connect((error, client) => {
+      if (error !== undefined && sqlState(error) === TOO_MANY_CONNECTIONS) this.#takeWhenFull(error, done);
+      else done(error, client);
+    });
+  }
+
+  /** {@link take} once the server refused a connection (`refusal`), or while others wait for room. */
+  #takeWhenFull(refusal: unknown, done: ClientCallback): void {
+    this.#checkoutWhenFull(refusal).then(
+      (client) => done(undefined, client),
+      (error: unknown) => done(error),
+    );
+  }
+
+  /** Waits for its turn (see {@link #waitForRoom}) and asks again, until a client or the deadline; `refusal`: the server's last 53300. */
+  async #checkoutWhenFull(refusal: unknown): Promise<PostgresPoolClient> {
+    const patience = this.#serverFullWait();
+    const deadline = Date.now() + patience;
     while (true) {
-      if (waiting) {
-        deadline ??= Date.now() + patience;
-        const left = deadline - Date.now();
-        if (left <= 0 && refusal !== undefined) throw serverFullError(refusal, patience);
-        await this.#waitForRoom(Math.max(0, left), refusal !== undefined);
-      }
+      const left = deadline - Date.now();
+      if (left <= 0 && refusal !== undefined) throw serverFullError(refusal, patience);
+      await this.#waitForRoom(Math.max(0, left), refusal !== undefined);
       try {
         const client = await this.connect();
         // Nobody waits any more: the next time the server is full starts with short probes.
-        if (waiting && this.#roomWaiters.length === 0) this.#probeAttempt = 0;
+        if (this.#roomWaiters.length === 0) this.#probeAttempt = 0;
         return client;
       } catch (error) {
         if (sqlState(error) !== TOO_MANY_CONNECTIONS) throw error;
         refusal = error;
-        waiting = true;
       }
     }
   }
@@ -133,34 +166,31 @@ export class PoolCheckout {
    * not wait for room on a full server while its own connection holds a slot there.)
    */
   connect(): Promise<PostgresPoolClient> {
-    if (this.#ended.signal.aborted || this.#isEnding()) return Promise.reject(poolEndedError());
-    let connecting: Promise<PostgresPoolClient>;
+    return new Promise((resolve, reject) => this.#connect((error, client) => (error === undefined ? resolve(client!) : reject(error))));
+  }
+
+  /** {@link connect} in pg-pool's callback form, as `pool.query` uses it; `done` is a new function per call. */
+  #connect(done: ClientCallback): void {
+    if (this.#ended || this.#isEnding()) return done(poolEndedError());
+    // pg-pool keeps calls that wait for a client queued forever once end() was called: on a
+    // pool passed in, the call stays in #pending until pg-pool answers, and #poolEnded fails it first.
+    const watched = !this.#owned;
+    if (watched) this.#pending.add(done);
+    const answered = (error: unknown, client?: PostgresPoolClient) => {
+      if (watched && !this.#pending.delete(done)) client?.release();
+      else if (error) done(error);
+      else done(undefined, client);
+    };
     try {
-      connecting = this.#pool.connect();
+      if (this.#pgPool) this.#pgPool.connect(answered);
+      // A pool like pg's (a wrapper that counts or traces statements) may only have the promise form.
+      else this.#pool.connect().then((client) => answered(undefined, client), answered);
     } catch (error) {
       this.#phantomClient = true;
-      return Promise.reject(error);
+      if (watched) this.#pending.delete(done);
+      return done(error);
     }
-    if (this.#owned) return connecting;
-    // pg-pool keeps calls that wait for a client queued forever once end() was called.
-    const ended = this.#ended.signal;
-    this.#watchEnding(+1);
-    return new Promise<PostgresPoolClient>((resolve, reject) => {
-      const onEnded = () => reject(poolEndedError());
-      ended.addEventListener('abort', onEnded, { once: true });
-      connecting
-        .then(
-          (client) => {
-            if (ended.aborted) client.release();
-            else resolve(client);
-          },
-          (error: unknown) => reject(error),
-        )
-        .finally(() => {
-          ended.removeEventListener('abort', onEnded);
-          this.#watchEnding(-1);
-        });
-    });
+    if (watched && this.#pending.has(done)) this.#watchQueue();
   }
 
   /** Whether the owner of a pool passed in called its `end()` (pg-pool sets `ending` at once). */
@@ -171,28 +201,39 @@ export class PoolCheckout {
   }
 
   /**
-   * Counts the checkouts of a pool passed in that wait for pg-pool. pg-pool says nothing when
-   * its owner calls `end()` while holding clients (no 'release' or 'remove' until they come
-   * back), and keeps such checkouts queued for good: while any wait, an unref'd timer looks at
-   * `pool.ending`, so they fail with E_UNAVAILABLE without waiting for the owner.
+   * A checkout of a pool passed in is waiting for pg-pool. pg-pool says nothing when its owner
+   * calls `end()` while holding every client (no 'release' or 'remove' until they come back),
+   * and keeps the calls queued for one for good. While a call may wait for a release so (the
+   * pool at its `max`, fewer idle clients than calls queued), one unref'd timer per pool looks
+   * at `pool.ending`, so they fail with E_UNAVAILABLE without waiting for the owner; it stops
+   * once no checkout is pending. (A call an idle client serves needs none: `end()` removes the
+   * idle client, and the 'remove' event fails the call. A pool without pg-pool's counts is
+   * always watched.)
    */
-  #watchEnding(change: 1 | -1): void {
-    this.#pendingCheckouts += change;
-    if (this.#pendingCheckouts > 0 && this.#endingTimer === undefined && !this.#ended.signal.aborted) {
-      this.#endingTimer = setInterval(() => this.#isEnding(), ENDING_CHECK_INTERVAL);
-      this.#endingTimer.unref();
-    } else if (this.#pendingCheckouts === 0 && this.#endingTimer !== undefined) {
+  #watchQueue(): void {
+    if (this.#endingTimer !== undefined || this.#ended) return;
+    const pool = this.#pool as { idleCount?: number; totalCount?: number; waitingCount?: number; options?: { max?: number } };
+    const full = !((pool.totalCount ?? 0) < (pool.options?.max ?? 0));
+    const short = !((pool.idleCount ?? 0) >= (pool.waitingCount ?? 1));
+    if (!full || !short) return;
+    this.#endingTimer = setInterval(() => {
+      if (this.#isEnding() || this.#pending.size > 0) return;
       clearInterval(this.#endingTimer);
       this.#endingTimer = undefined;
-    }
+    }, ENDING_CHECK_INTERVAL);
+    this.#endingTimer.unref();
   }
 
   #poolEnded(): void {
-    if (this.#ended.signal.aborted) return;
-    this.#ended.abort();
-    // The checkouts still queued in pg-pool fail now, and none is queued after this.
+    if (this.#ended) return;
+    this.#ended = true;
     clearInterval(this.#endingTimer);
     this.#endingTimer = undefined;
+    // The checkouts still waiting for pg-pool fail now (a client it hands them later goes
+    // straight back), and none waits after this.
+    const pending = [...this.#pending];
+    this.#pending.clear();
+    for (const done of pending) done(poolEndedError());
     // Their next attempt fails at once with the pool ended.
     for (const wake of [...this.#roomWaiters]) wake();
     this.#onEnded();
@@ -200,7 +241,7 @@ export class PoolCheckout {
 }
 
 const POOL_EVENTS = ['release', 'remove'] as const;
-/** How often a pool passed in is looked at for its owner's `end()` while checkouts wait (see `#watchEnding`). */
+/** How often a pool passed in is looked at for its owner's `end()` while checkouts queue (see `#watchQueue`). */
 const ENDING_CHECK_INTERVAL = 50;
 
 /** SQLSTATE too_many_connections: `max_connections`, or a role's or database's `CONNECTION LIMIT`, reached. */

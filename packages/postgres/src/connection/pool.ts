@@ -26,6 +26,8 @@ export class SharedPool {
   readonly #statements = new PreparedStatements();
   /** Where statements and transactions get their clients (see checkout.ts). */
   readonly #clients: PoolCheckout;
+  /** `PoolCheckout.take`, bound once: every statement hands it to {@link PreparedStatements.query}. */
+  readonly #take: PoolCheckout['take'];
   #users = 0;
   #listener: Listener | undefined;
   /** Settings of the LISTEN connection (`listenUrl`), or the pool's own when absent. */
@@ -41,6 +43,7 @@ export class SharedPool {
     this.#listenConfig = listenConfig;
     // The owner of a pool passed in ended it: its LISTEN connection goes too.
     this.#clients = new PoolCheckout(pool, owned, () => void this.#listener?.close());
+    this.#take = (done) => this.#clients.take(done);
   }
 
   get pool(): PostgresPool {
@@ -83,7 +86,7 @@ export class SharedPool {
 
   /** Runs one statement; retries once unnamed or with client names when the session says so (see prepared-statements.ts). */
   query(text: string, values: unknown[] | undefined, prepare: boolean): Promise<PostgresQueryResult> {
-    return this.#statements.query(() => this.#clients.checkout(), text, values, prepare);
+    return this.#statements.query(this.#take, text, values, prepare);
   }
 
   /**

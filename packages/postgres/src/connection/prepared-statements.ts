@@ -1,5 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { driverError, sqlState } from '../errors.js';
+import type { ClientCallback } from './checkout.js';
 import type { PostgresPoolClient, PostgresQueryResult, PostgresStatement } from './types.js';
 
 /**
@@ -52,31 +54,39 @@ export class PreparedStatements {
   #namingClients = 0;
 
   /**
-   * Runs one statement on a client from `checkout`; retries once unnamed or with client names
-   * when the session says so.
+   * Runs one statement on a client from `take` (`PoolCheckout.take`); retries once unnamed or
+   * with client names when the session says so. Callbacks all the way down, as `pool.query`
+   * does: one promise per statement.
    */
-  async query(
-    checkout: () => Promise<PostgresPoolClient>,
+  query(take: (done: ClientCallback) => void, text: string, values: unknown[] | undefined, prepare: boolean): Promise<PostgresQueryResult> {
+    return new Promise((resolve, reject) => this.#send(take, text, values, prepare, resolve, reject));
+  }
+
+  /** One attempt of {@link query}: settles it, or sends again after a 42P05 or 26000 in the mode that answer leaves. */
+  #send(
+    take: (done: ClientCallback) => void,
     text: string,
     values: unknown[] | undefined,
     prepare: boolean,
-  ): Promise<PostgresQueryResult> {
+    resolve: (result: PostgresQueryResult) => void,
+    reject: (error: unknown) => void,
+  ): void {
     const name = values === undefined || !prepare || this.#prepared === 'off' || plannedEachCallTexts.has(text) ? undefined : this.#statementName(text);
     const mode = name === undefined ? 'off' : this.#prepared;
-    try {
-      const client = await checkout();
-      if (mode === 'off') return await runOn(client, { text, values });
-      if (mode === 'shared') return await runOn(client, { name, text, values });
-      return await runOn(client, this.#clientStatement(client, name!, text, values));
-    } catch (error) {
+    const failed = (error: unknown) => {
       const state = sqlState(error);
       if (mode !== 'off' && (state === DUPLICATE_PREPARED_STATEMENT || state === UNKNOWN_PREPARED_STATEMENT)) {
         // The statement did not run (Parse or Bind failed), so it is safe to run it again.
         if (this.#prepared === mode) this.#prepared = mode === 'shared' && state === DUPLICATE_PREPARED_STATEMENT ? 'per-client' : 'off';
-        return this.query(checkout, text, values, prepare);
-      }
-      throw driverError(error);
-    }
+        this.#send(take, text, values, prepare, resolve, reject);
+      } else reject(driverError(error));
+    };
+    take((error, client) => {
+      if (error !== undefined) return failed(error);
+      const statement =
+        mode === 'off' ? { text, values } : mode === 'shared' ? { name, text, values } : this.#clientStatement(client!, name!, text, values);
+      runOn(client!, statement, (error, result) => (error === undefined ? resolve(result!) : failed(error)));
+    });
   }
 
   /** A name derived from the text, so every connection and process uses the same one. */
@@ -106,21 +116,22 @@ export class PreparedStatements {
  * client is checked out, an error its connection raises outside the query (a reset socket)
  * fails the call instead of crashing the process, and a client that failed is not reused.
  */
-function runOn(client: PostgresPoolClient, statement: PostgresStatement): Promise<PostgresQueryResult> {
-  return new Promise<PostgresQueryResult>((resolve, reject) => {
-    let settled = false;
-    const settle = (error: Error | undefined, result?: PostgresQueryResult) => {
-      if (settled) return;
-      settled = true;
-      client.removeListener('error', settle);
-      client.release(error);
-      if (error) reject(error);
-      else resolve(result!);
-    };
-    client.on('error', settle);
-    client.query(statement).then(
-      (result) => settle(undefined, result),
-      (error: unknown) => settle(error instanceof Error ? error : new Error(String(error))),
-    );
-  });
+function runOn(client: PostgresPoolClient, statement: PostgresStatement, done: (error: Error | undefined, result?: PostgresQueryResult) => void): void {
+  let settled = false;
+  const settle = (error: Error | undefined, result?: PostgresQueryResult) => {
+    if (settled) return;
+    settled = true;
+    client.removeListener('error', settle);
+    client.release(error);
+    done(error, result);
+  };
+  client.on('error', settle);
+  const failed = (error: unknown) => settle(error instanceof Error ? error : new Error(String(error)));
+  try {
+    // pg's own client takes a callback (no promise of its own); a client like it (a wrapper) may only have the promise form.
+    if (client instanceof pg.Client) client.query(statement, (error: Error | null, result: PostgresQueryResult) => (error ? failed(error) : settle(undefined, result)));
+    else client.query(statement).then((result) => settle(undefined, result), failed);
+  } catch (error) {
+    failed(error);
+  }
 }
