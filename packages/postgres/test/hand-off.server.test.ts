@@ -26,6 +26,8 @@ describeServer('lock hand-off among the waiters of one provider', () => {
       await handle!.release();
       return handle!.fence;
     });
+    // The first waiter's attempt has been answered (refused) before the holder lets go.
+    await vi.waitFor(() => expect(pool.answered).toBe(1), { timeout: 10_000 });
     await holder.release();
     const fences = await Promise.all(waiters);
     const attempts = pool.statements.filter((text) => text.includes('INSERT INTO')).length;
@@ -60,7 +62,7 @@ describeServer('lock hand-off among the waiters of one provider', () => {
         }),
       );
       // Every provider's first waiter has tried once and waits: the holder lets go.
-      await vi.waitFor(() => expect(pools.map((pool) => pool.count)).toEqual([1, 1, 1, 1]), { timeout: 10_000 });
+      await vi.waitFor(() => expect(pools.map((pool) => pool.answered)).toEqual([1, 1, 1, 1]), { timeout: 10_000 });
       await holder.release();
       const fences = await Promise.all(waiters);
       expect(new Set(fences).size).toBe(64);

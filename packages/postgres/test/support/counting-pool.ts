@@ -7,6 +7,8 @@ import type { PostgresPool, PostgresPoolClient, PostgresStatement } from '../../
  */
 export class CountingPool implements PostgresPool {
   statements: string[] = [];
+  /** Statements the server has answered (a statement counts in `statements` when sent). */
+  answered = 0;
   readonly #pool: pg.Pool;
 
   constructor(pool: pg.Pool) {
@@ -23,11 +25,20 @@ export class CountingPool implements PostgresPool {
 
   reset(): void {
     this.statements = [];
+    this.answered = 0;
   }
 
   query(statement: string | PostgresStatement, values?: unknown[]) {
     this.statements.push(typeof statement === 'string' ? statement : statement.text);
-    return this.#pool.query(statement, values);
+    return this.#answering(this.#pool.query(statement, values));
+  }
+
+  #answering<T>(result: Promise<T>): Promise<T> {
+    void result.then(
+      () => this.answered++,
+      () => this.answered++,
+    );
+    return result;
   }
 
   async connect(): Promise<PostgresPoolClient> {
@@ -35,7 +46,7 @@ export class CountingPool implements PostgresPool {
     return {
       query: (statement: string | PostgresStatement, values?: unknown[]) => {
         this.statements.push(typeof statement === 'string' ? statement : statement.text);
-        return client.query(statement, values);
+        return this.#answering(client.query(statement, values));
       },
       release: (error?: Error | boolean) => client.release(error),
       on: (event: 'error', listener: (error: Error) => void) => client.on(event, listener),
