@@ -76,7 +76,12 @@ export const withLockCases = defineCases('LockProvider', (it) => {
     expect(await b!.acquire('job', LONG_TTL)).not.toBeNull();
   });
 
-  it('withLock aborts the signal with E_LOCK_LOST and rejects when the lease is lost', async (s) => {
+  // The lease is stolen while extensions every 50 ms are in flight. A server without atomic
+  // updates (FerretDB 1.x: an update is a read, then a separate write of the document) can let an
+  // extension that read before the theft write the old owner back after it: the theft is lost
+  // and the lease never is (seen on a loaded run). Such a server's locks are not to be relied on
+  // (capabilities.atomicUpdates false), as the exclusivity cases say.
+  it('withLock aborts the signal with E_LOCK_LOST and rejects when the lease is lost', { needs: ['atomicUpdates'] }, async (s) => {
     const [a, b] = await s.many(2, (session) => session.locks());
     let reason: unknown;
     const run = a!.withLock(
@@ -86,7 +91,7 @@ export const withLockCases = defineCases('LockProvider', (it) => {
         await b!.acquire('job', LONG_TTL, 'thief');
         // A liveness bound, not a timing: the abort comes with the first extension after the
         // theft (every 50 ms), which a loaded machine and server may delay by seconds.
-        reason = await aborted(signal, 25_000);
+        reason = await aborted(signal, 20_000);
         return 'finished anyway';
       },
       { ttl: 2_000, extendEvery: 50 },
