@@ -451,15 +451,24 @@ async function ignoreCodes(operation: Promise<unknown>, codes: number[]): Promis
  * conflicts (an implicit collection creation racing, a build in progress) or a dropped
  * connection; the build is idempotent, so it is simply tried again.
  */
+/**
+ * FerretDB 1.x on its SQLite backend answers two concurrent `createIndexes` of one index (two
+ * stores starting at once) with InternalError 1 "index … already exists" for the one that lost:
+ * asked again, it finds the index there and succeeds.
+ */
+function indexCreatedMeanwhile(code: unknown, message: unknown): boolean {
+  return code === 1 && typeof message === 'string' && /index .* already exists/.test(message);
+}
+
 async function withRetries(operation: () => Promise<unknown>): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       await operation();
       return;
     } catch (error) {
-      const { code, name } = error as { code?: unknown; name?: unknown };
+      const { code, name, message } = error as { code?: unknown; name?: unknown; message?: unknown };
       const transient =
-        code === 48 || code === 68 || code === 112 || code === 276 || code === 11000 || name === 'MongoNetworkError';
+        code === 48 || code === 68 || code === 112 || code === 276 || code === 11000 || name === 'MongoNetworkError' || indexCreatedMeanwhile(code, message);
       if (!transient || attempt >= 5) throw error;
       await new Promise((resolve) => setTimeout(resolve, 20 * attempt));
     }
