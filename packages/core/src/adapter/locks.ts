@@ -1,14 +1,7 @@
 import type { AcquireOptions, LockHandle, LockProvider, WithLockOptions } from '../contracts/locks.js';
 import { assertValidDuration, assertValidKey, assertValidOwner } from '../keys.js';
-import {
-  StowageLockHandle,
-  acquireWithWait,
-  parseAcquireArgs,
-  runWithLock,
-  WaitLines,
-  type LeaseDriver,
-  type LockCallRunner,
-} from './lock-support.js';
+import { StowageLockHandle, runWithLock, type LockCallRunner } from './lock-handle.js';
+import { acquireWithWait, parseAcquireArgs, WaitLines, type LeaseDriver } from './lock-support.js';
 import { lockWaitChannel, type LockWaitMessage, type StoreIdentity } from '../diagnostics.js';
 import { StoreBase, type StoreHandle } from './store.js';
 
