@@ -106,7 +106,9 @@ export class Coalescer {
         const output = outputs[index];
         if (output !== RUN_ALONE) return call.resolve(output);
         const key = operation.key(call.input);
-        alone.set(key, [...(alone.get(key) ?? []), call]);
+        const ofKey = alone.get(key);
+        if (ofKey === undefined) alone.set(key, [call]);
+        else ofKey.push(call);
       });
       await Promise.all([...alone.values()].map(async (ofKey) => {
         for (const call of ofKey) await settle(call, operation.runOne(call.input));
